@@ -1,0 +1,52 @@
+/// @file allocator.h
+/// @brief Device memory: storage blocks, the CUDA caching allocator, per-device counters.
+///
+/// cudaMalloc and cudaFree synchronize the device and take tens of microseconds, so a
+/// training step must not call them. Freed CUDA blocks go back to a cache keyed by size
+/// and are handed out again; only a miss calls cudaMalloc. Host memory uses the system
+/// allocator, aligned to 64 bytes, and may be page-locked ("pinned") for async copies.
+#pragma once
+
+#include <cstddef>
+#include <memory>
+
+#include "mgpu/device.h"
+
+namespace mgpu {
+
+/// A block of memory on one device. Tensors share it through std::shared_ptr; the block
+/// returns to its allocator when the last tensor lets go.
+class Storage {
+ public:
+  Storage(Device device, std::size_t bytes, bool pinned = false);
+  ~Storage();
+  Storage(const Storage&) = delete;
+  Storage& operator=(const Storage&) = delete;
+
+  void* data() const { return ptr_; }
+  std::size_t bytes() const { return bytes_; }
+  const Device& device() const { return device_; }
+  bool pinned() const { return pinned_; }
+
+ private:
+  Device device_;
+  std::size_t bytes_ = 0;
+  void* ptr_ = nullptr;
+  bool pinned_ = false;
+};
+
+/// Counters of one logical device, in bytes.
+struct MemoryStats {
+  std::size_t allocated = 0;       ///< bytes held by live tensors now
+  std::size_t peak_allocated = 0;  ///< highest `allocated` since the last reset
+  std::size_t reserved = 0;        ///< bytes obtained from the driver (live + cached), CUDA only
+  std::size_t device_mallocs = 0;  ///< cudaMalloc calls so far (a warm training step adds none)
+};
+
+MemoryStats memory_stats(const Device& d);
+/// Sets peak_allocated to the current allocated value.
+void reset_peak_memory(const Device& d);
+/// Returns every cached, unused CUDA block to the driver (cudaFree).
+void empty_cache();
+
+}  // namespace mgpu

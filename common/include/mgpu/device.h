@@ -1,0 +1,77 @@
+/// @file device.h
+/// @brief Logical devices (cpu:i, cuda:i) and how they map onto the hardware.
+///
+/// A Device is a kind and an index. Logical `cuda:i` runs on physical GPU `i % count`, so a
+/// program written for four GPUs runs unchanged on one. Each `cpu:i` is a separate memory
+/// space with its own memory counters, so single-process multi-device lessons run on a
+/// machine with no GPU at all.
+#pragma once
+
+#include <string>
+#include <vector>
+
+namespace mgpu {
+
+/// Where a tensor lives and where its ops run.
+struct Device {
+  enum class Kind { cpu, cuda };
+  Kind kind = Kind::cpu;
+  int index = 0;
+
+  Device() = default;
+  Device(Kind k, int i) : kind(k), index(i) {}
+
+  static Device cpu(int i = 0) { return {Kind::cpu, i}; }
+  static Device cuda(int i = 0) { return {Kind::cuda, i}; }
+  /// Parses "cpu", "cpu:1", "cuda", "cuda:3"; throws mgpu::Error with the accepted forms.
+  static Device parse(const std::string& text);
+
+  bool is_cpu() const { return kind == Kind::cpu; }
+  bool is_cuda() const { return kind == Kind::cuda; }
+  /// "cpu:0", "cuda:1".
+  std::string str() const;
+  bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  bool operator!=(const Device& o) const { return !(*this == o); }
+};
+
+/// Parses a comma-separated list such as "cpu:0,cpu:1" or "cuda:0,cuda:1".
+std::vector<Device> parse_devices(const std::string& text);
+
+/// True when this build has the CUDA backend and at least one GPU is visible.
+bool cuda_available();
+/// Number of physical GPUs visible (0 when built without CUDA or without a GPU).
+int cuda_device_count();
+/// Physical GPU that logical device `cuda:i` runs on: i % cuda_device_count().
+/// Throws mgpu::Error when there is no GPU, saying how to run on the CPU instead.
+int physical_gpu(const Device& d);
+/// True when the library was compiled with the CUDA backend.
+bool built_with_cuda();
+
+/// What a device is: name, memory, compute capability, SM count (zeros on the CPU).
+struct DeviceProperties {
+  std::string name;
+  std::size_t total_memory = 0;
+  int major = 0, minor = 0;
+  int multiprocessors = 0;
+  double memory_bandwidth_gbs = 0;  ///< theoretical peak from clock and bus width (0 if unknown)
+};
+DeviceProperties device_properties(const Device& d);
+
+/// One line per device: "cuda:1 -> GPU 0 (NVIDIA H100 ...)" or "cpu:1 -> host memory space 1".
+/// Programs print this so the learner sees the mapping they ran on.
+std::string describe_mapping(const std::vector<Device>& devices);
+
+/// Makes `d`'s physical GPU current for the calling thread for the guard's lifetime
+/// (no-op on the CPU).
+class DeviceGuard {
+ public:
+  explicit DeviceGuard(const Device& d);
+  ~DeviceGuard();
+  DeviceGuard(const DeviceGuard&) = delete;
+  DeviceGuard& operator=(const DeviceGuard&) = delete;
+
+ private:
+  int previous_ = -1;
+};
+
+}  // namespace mgpu

@@ -1,0 +1,81 @@
+/// @file stream.h
+/// @brief Streams and events: how work is ordered on a device.
+///
+/// Each logical CUDA device has two streams: `compute` (kernels, cuBLAS) and `comm`
+/// (collectives and the copies that feed them), so communication can overlap compute.
+/// Events order one stream after another without blocking the host. On the CPU every
+/// op runs synchronously, so streams and events are no-ops that keep the same code paths.
+#pragma once
+
+#include <memory>
+
+#include "mgpu/device.h"
+
+namespace mgpu {
+
+/// A handle to a CUDA stream of one logical device (or the CPU's "null" stream).
+class Stream {
+ public:
+  enum class Role { compute, comm };
+  Stream() = default;
+  Stream(Device device, void* handle) : device_(device), handle_(handle) {}
+
+  /// The stream ops on `d` use unless a StreamGuard says otherwise.
+  static Stream compute(const Device& d);
+  /// The stream collectives on `d` use.
+  static Stream comm(const Device& d);
+  /// The stream ops issued by this thread on `d` go to right now.
+  static Stream current(const Device& d);
+
+  /// Blocks the host until all work queued on the stream is done.
+  void synchronize() const;
+  const Device& device() const { return device_; }
+  /// The cudaStream_t, as void* so this header needs no CUDA include (nullptr on the CPU).
+  void* handle() const { return handle_; }
+
+ private:
+  Device device_;
+  void* handle_ = nullptr;
+};
+
+/// Makes `s` the current stream of its device for this thread, for the guard's lifetime.
+class StreamGuard {
+ public:
+  explicit StreamGuard(const Stream& s);
+  ~StreamGuard();
+  StreamGuard(const StreamGuard&) = delete;
+  StreamGuard& operator=(const StreamGuard&) = delete;
+
+ private:
+  Stream previous_;
+};
+
+/// A marker in a stream. record() puts it at the stream's current end; wait() makes another
+/// stream wait for it; elapsed_ms() times GPU work between two events.
+class Event {
+ public:
+  explicit Event(bool timing = false);
+  ~Event();
+  Event(const Event&) = delete;
+  Event& operator=(const Event&) = delete;
+
+  void record(const Stream& s);
+  /// Later work on `s` starts only after this event has completed.
+  void wait(const Stream& s) const;
+  /// Blocks the host until the event has completed.
+  void synchronize() const;
+  bool query() const;
+  /// Milliseconds between `start` and this event (both recorded with timing = true).
+  float elapsed_ms(const Event& start) const;
+
+ private:
+  bool timing_ = false;
+  void* handle_ = nullptr;  // cudaEvent_t, created lazily on first record on a CUDA stream
+  int gpu_ = -1;
+  double host_time_ms_ = 0;  // CPU fallback: wall-clock time at record()
+};
+
+/// Blocks the host until all streams of `d` are idle (cudaDeviceSynchronize on its GPU).
+void synchronize(const Device& d);
+
+}  // namespace mgpu
