@@ -22,26 +22,29 @@ struct Philox4 {
   std::uint32_t v[4];
 };
 
-MGPU_HOST_DEVICE inline Philox4 philox4x32(std::uint64_t counter, std::uint64_t seed) {
-  std::uint32_t c0 = static_cast<std::uint32_t>(counter);
-  std::uint32_t c1 = static_cast<std::uint32_t>(counter >> 32);
-  std::uint32_t c2 = 0, c3 = 0;
-  std::uint32_t k0 = static_cast<std::uint32_t>(seed);
-  std::uint32_t k1 = static_cast<std::uint32_t>(seed >> 32);
+/// The full generator: a 128-bit counter (c0..c3) under a 64-bit key (k0, k1).
+MGPU_HOST_DEVICE inline Philox4 philox4x32_10(std::uint32_t c0, std::uint32_t c1, std::uint32_t c2,
+                                              std::uint32_t c3, std::uint32_t k0, std::uint32_t k1) {
   for (int round = 0; round < 10; ++round) {
     // One round: two 32x32->64 multiplies mix the counter words with the key.
-    std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * c0;
-    std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * c2;
-    std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
-    std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
+    const std::uint64_t p0 = static_cast<std::uint64_t>(0xD2511F53u) * c0;
+    const std::uint64_t p1 = static_cast<std::uint64_t>(0xCD9E8D57u) * c2;
+    const std::uint32_t n0 = static_cast<std::uint32_t>(p1 >> 32) ^ c1 ^ k0;
+    const std::uint32_t n2 = static_cast<std::uint32_t>(p0 >> 32) ^ c3 ^ k1;
     c1 = static_cast<std::uint32_t>(p1);
     c3 = static_cast<std::uint32_t>(p0);
     c0 = n0;
     c2 = n2;
-    k0 += 0x9E3779B9u;  // the key schedule: Weyl sequence constants from the paper
+    k0 += 0x9E3779B9u;  // the key schedule: Weyl-sequence constants from the paper
     k1 += 0xBB67AE85u;
   }
   return Philox4{{c0, c1, c2, c3}};
+}
+
+/// Block `counter` of stream `seed`: the 64-bit counter fills the low two counter words.
+MGPU_HOST_DEVICE inline Philox4 philox4x32(std::uint64_t counter, std::uint64_t seed) {
+  return philox4x32_10(static_cast<std::uint32_t>(counter), static_cast<std::uint32_t>(counter >> 32),
+                       0u, 0u, static_cast<std::uint32_t>(seed), static_cast<std::uint32_t>(seed >> 32));
 }
 
 /// The i-th 32-bit random word of stream `seed`: word i%4 of block i/4.

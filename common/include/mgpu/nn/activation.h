@@ -1,0 +1,43 @@
+/// @file activation.h
+/// @brief Parameter-free layers: ReLU and Flatten.
+#pragma once
+
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+/// max(x, 0), elementwise. Keeps its input for backward.
+class ReLU : public Module {
+ public:
+  ReLU() = default;
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override { return "ReLU()"; }
+
+ protected:
+  ReLU(const ReLU&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+
+ private:
+  SavedContexts<Tensor> saved_;
+};
+
+/// [N, d1, d2, ...] -> [N, d1*d2*...] (a view: no copy). Backward restores the shape.
+class Flatten : public Module {
+ public:
+  Flatten() = default;
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override { return "Flatten()"; }
+
+ protected:
+  Flatten(const Flatten&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+
+ private:
+  SavedContexts<Shape> saved_;
+};
+
+}  // namespace mgpu::nn

@@ -1,0 +1,46 @@
+/// @file conv2d.h
+/// @brief Conv2d as im2col + one matrix product (square kernel, stride, zero padding).
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/functional.h"
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+/// x [N, C_in, H, W] -> y [N, C_out, H_out, W_out] with H_out = (H + 2p - k) / s + 1.
+///
+/// Forward unrolls every k*k patch of x into a row (im2col: [N*H_out*W_out, C_in*k*k]), so
+/// the convolution becomes one GEMM with the weight [C_out, C_in*k*k]. Backward runs the
+/// same GEMMs transposed and folds the patch gradients back onto the image (col2im).
+class Conv2d : public Module {
+ public:
+  Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
+         std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+  Parameter& weight() { return parameter_at(weight_); }
+  Parameter& bias();
+  bool has_bias() const { return has_bias_; }
+
+ protected:
+  Conv2d(const Conv2d&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+
+ private:
+  struct Saved {
+    Tensor cols;  // im2col(x): [N*H_out*W_out, C_in*k*k]
+    ConvGeometry geometry;
+  };
+  std::int64_t in_ch_, out_ch_, kernel_, stride_, padding_;
+  bool has_bias_;
+  std::size_t weight_ = 0, bias_ = 0;
+  SavedContexts<Saved> saved_;
+};
+
+}  // namespace mgpu::nn

@@ -1,0 +1,40 @@
+/// @file linear.h
+/// @brief Linear: y = x W^T + b (the library's reference; lesson 01 has the learner build it).
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+class Linear : public Module {
+ public:
+  /// weight [out, in] and bias [out], both U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
+  Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
+
+  /// x [N, in] -> [N, out].
+  Tensor forward(const Tensor& x) override;
+  /// grad_out [N, out] -> grad_in [N, in]; weight.grad += grad_out^T x, bias.grad += sum_rows.
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+  Parameter& weight() { return parameter_at(weight_); }
+  Parameter& bias();
+  bool has_bias() const { return has_bias_; }
+  std::int64_t in_features() const { return in_; }
+  std::int64_t out_features() const { return out_; }
+
+ protected:
+  Linear(const Linear&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+
+ private:
+  std::int64_t in_, out_;
+  bool has_bias_;
+  std::size_t weight_ = 0, bias_ = 0;
+  SavedContexts<Tensor> saved_;  // the inputs x
+};
+
+}  // namespace mgpu::nn
