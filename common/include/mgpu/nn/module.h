@@ -85,7 +85,7 @@ class Module {
   /// Adds a child; its parameters' names get the prefix "name.".
   void register_module(const std::string& name, std::shared_ptr<Module> child);
 
-  Parameter& parameter_at(std::size_t i) { return *params_.at(i); }
+  Parameter& parameter_at(std::size_t i) { return *params_.at(i).second; }
   Tensor& buffer_at(std::size_t i) { return buffers_.at(i).second; }
   std::shared_ptr<Module>& child_at(std::size_t i) { return children_.at(i).second; }
   std::size_t num_children() const { return children_.size(); }
@@ -100,7 +100,7 @@ class Module {
                        std::vector<std::pair<std::string, Tensor*>>& out);
   void prefix_names(const std::string& prefix);
 
-  std::vector<std::unique_ptr<Parameter>> params_;
+  std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;  // local names
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   bool training_ = true;

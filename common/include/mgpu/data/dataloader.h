@@ -1,0 +1,97 @@
+/// @file dataloader.h
+/// @brief DataLoader: batches from a dataset, prepared ahead by a background thread.
+///
+/// While the model trains on batch k, a prefetch thread already gathers batch k+1 (reading
+/// samples, normalising, packing them into one buffer). For a CUDA device the buffers are
+/// pinned host memory and the batch goes to the GPU with an asynchronous copy on the
+/// device's current stream: kernels queued after it wait for it, the host does not.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <memory>
+#include <mutex>
+#include <thread>
+#include <vector>
+
+#include "mgpu/data/dataset.h"
+#include "mgpu/data/sampler.h"
+#include "mgpu/device.h"
+#include "mgpu/stream.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::data {
+
+struct DataLoaderOptions {
+  std::int64_t batch_size = 64;
+  bool shuffle = true;
+  std::uint64_t seed = 0;
+  /// Drop the last, smaller batch (keeps every step the same size).
+  bool drop_last = false;
+  /// Where batches are delivered.
+  Device device = Device::cpu();
+  /// Batches prepared ahead by the background thread; 0 prepares each one in next().
+  int prefetch = 2;
+};
+
+/// One batch on the loader's device.
+struct Batch {
+  Tensor inputs;  ///< f32 [B, sample_shape...]
+  Tensor labels;  ///< i64 [B]
+  std::int64_t index = 0;  ///< position of the batch in its epoch
+};
+
+class DataLoader {
+ public:
+  /// Visits `dataset` in the order of `sampler`, or of RandomSampler(size, shuffle, seed)
+  /// when none is given.
+  DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
+             std::shared_ptr<const Sampler> sampler = nullptr);
+  ~DataLoader();
+  DataLoader(const DataLoader&) = delete;
+  DataLoader& operator=(const DataLoader&) = delete;
+
+  /// Begins epoch `epoch` (its order: sampler->indices(epoch)); stops an unfinished one.
+  void start_epoch(std::int64_t epoch);
+  /// The next batch of the current epoch; false at its end.
+  bool next(Batch& batch);
+
+  std::int64_t num_batches() const;
+  /// Samples visited per epoch (after drop_last).
+  std::int64_t num_samples() const;
+  const Dataset& dataset() const { return *dataset_; }
+  const DataLoaderOptions& options() const { return options_; }
+  /// Seconds next() spent waiting for the prefetch thread in the current epoch: the
+  /// "data wait" of a training step. Near zero when loading keeps up with training.
+  double wait_seconds() const { return wait_seconds_; }
+
+ private:
+  struct Slot;
+  void produce(std::vector<std::int64_t> order, std::int64_t batches);
+  void fill(Slot& slot, const std::vector<std::int64_t>& order, std::int64_t batch);
+  void stop();
+  Batch deliver(Slot& slot, std::int64_t batch);
+
+  std::shared_ptr<const Dataset> dataset_;
+  DataLoaderOptions options_;
+  std::shared_ptr<const Sampler> sampler_;
+  std::int64_t sample_numel_ = 0;
+  Shape sample_shape_;
+  std::int64_t epoch_samples_ = 0;  // indices per epoch, before batching
+
+  std::vector<std::unique_ptr<Slot>> slots_;
+  std::mutex mutex_;
+  std::condition_variable changed_;
+  std::deque<int> free_, ready_;
+  bool stopping_ = false;
+  std::exception_ptr error_;
+  std::thread worker_;
+
+  std::vector<std::int64_t> order_;  // for prefetch = 0
+  std::int64_t next_batch_ = 0, epoch_batches_ = 0;
+  double wait_seconds_ = 0;
+};
+
+}  // namespace mgpu::data

@@ -1,0 +1,81 @@
+/// @file batchnorm.h
+/// @brief BatchNorm1d / BatchNorm2d with PyTorch's semantics (local batch statistics).
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/functional.h"
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+/// Normalises each channel with the batch's mean and variance in training mode, and with
+/// the running estimates in eval mode. As in PyTorch: running = (1 - momentum) * running
+/// + momentum * batch, where the running variance takes the unbiased batch variance
+/// (count / (count - 1) times the biased one that normalises the batch).
+/// Parameters "weight" (gamma, ones) and "bias" (beta, zeros); buffers "running_mean",
+/// "running_var", "num_batches_tracked".
+class BatchNorm : public Module {
+ public:
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::string describe() const override;
+
+  std::int64_t num_features() const { return features_; }
+  double eps() const { return eps_; }
+  double momentum() const { return momentum_; }
+  bool affine() const { return affine_; }
+  Parameter& weight();
+  Parameter& bias();
+  Tensor& running_mean() { return buffer_at(0); }
+  Tensor& running_var() { return buffer_at(1); }
+  Tensor& num_batches_tracked() { return buffer_at(2); }
+
+ protected:
+  BatchNorm(const char* kind, int min_dims, int max_dims, std::int64_t num_features,
+            double eps, double momentum, bool affine);
+  BatchNorm(const BatchNorm&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  /// Throws unless x has C = num_features channels and an accepted rank.
+  void check_input(const Tensor& x) const;
+
+ private:
+  struct Saved {
+    Tensor x, mean, invstd;
+    std::int64_t count = 0;
+    bool batch_stats = true;  // false: eval mode, normalised with running statistics
+  };
+  const char* kind_;
+  int min_dims_, max_dims_;
+  std::int64_t features_;
+  double eps_, momentum_;
+  bool affine_;
+  std::size_t weight_ = 0, bias_ = 0;
+  SavedContexts<Saved> saved_;
+};
+
+/// Input [N, C] or [N, C, L].
+class BatchNorm1d : public BatchNorm {
+ public:
+  explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true)
+      : BatchNorm("BatchNorm1d", 2, 3, num_features, eps, momentum, affine) {}
+  std::shared_ptr<Module> clone() const override;
+
+ protected:
+  BatchNorm1d(const BatchNorm1d&) = default;
+};
+
+/// Input [N, C, H, W].
+class BatchNorm2d : public BatchNorm {
+ public:
+  explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
+                       bool affine = true)
+      : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine) {}
+  std::shared_ptr<Module> clone() const override;
+
+ protected:
+  BatchNorm2d(const BatchNorm2d&) = default;
+};
+
+}  // namespace mgpu::nn

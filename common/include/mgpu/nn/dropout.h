@@ -1,0 +1,41 @@
+/// @file dropout.h
+/// @brief Dropout with a seeded, counter-based mask (the same on the CPU and every GPU).
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+/// Training mode: zeroes each element with probability p and scales the rest by 1/(1-p),
+/// so the expected output equals the input. Eval mode: the identity.
+/// The k-th training forward draws its mask from mix_seed(seed, k): reproducible run to run.
+class Dropout : public Module {
+ public:
+  /// seed 0 takes the next seed of the initialisation sequence (init.h).
+  explicit Dropout(double p = 0.5, std::uint64_t seed = 0);
+
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+  double p() const { return p_; }
+  std::uint64_t seed() const { return seed_; }
+  /// Training forwards so far (the counter that picks the next mask).
+  std::uint64_t calls() const { return calls_; }
+  void set_calls(std::uint64_t calls) { calls_ = calls; }
+
+ protected:
+  Dropout(const Dropout&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+
+ private:
+  double p_;
+  std::uint64_t seed_;
+  std::uint64_t calls_ = 0;
+  SavedContexts<Tensor> saved_;  // the masks
+};
+
+}  // namespace mgpu::nn

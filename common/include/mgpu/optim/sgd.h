@@ -1,0 +1,35 @@
+/// @file sgd.h
+/// @brief SGD with momentum and weight decay, with PyTorch's update rule.
+#pragma once
+
+#include "mgpu/optim/optimizer.h"
+
+namespace mgpu::optim {
+
+struct SGDOptions {
+  double lr = 0.01;
+  double momentum = 0.0;
+  double weight_decay = 0.0;
+};
+
+/// For each parameter p with gradient g (PyTorch's torch.optim.SGD, dampening 0, no Nesterov):
+///   g   <- g + weight_decay * p
+///   buf <- g                       on the first step
+///   buf <- momentum * buf + g      afterwards
+///   p   <- p - lr * buf            (p - lr * g when momentum is 0)
+/// State per parameter: "momentum_buffer" (only when momentum is not 0).
+class SGD : public Optimizer {
+ public:
+  SGD(std::vector<nn::Parameter*> params, SGDOptions options);
+  void step() override;
+  std::string describe() const override;
+  const SGDOptions& options() const { return options_; }
+
+ protected:
+  std::vector<std::string> state_keys() const override;
+
+ private:
+  SGDOptions options_;
+};
+
+}  // namespace mgpu::optim

@@ -1,0 +1,44 @@
+// ReLU and Flatten.
+#include "mgpu/nn/activation.h"
+
+#include "mgpu/ops.h"
+
+namespace mgpu::nn {
+
+Tensor ReLU::forward(const Tensor& x) {
+  if (is_training()) saved_.push("ReLU", x);
+  return relu(x);
+}
+
+Tensor ReLU::backward(const Tensor& grad_out) {
+  Tensor x = saved_.pop("ReLU");
+  return relu_backward(grad_out, x);
+}
+
+std::shared_ptr<Module> ReLU::clone() const {
+  auto copy = std::shared_ptr<ReLU>(new ReLU(*this));
+  copy->saved_.clear();
+  return copy;
+}
+
+Tensor Flatten::forward(const Tensor& x) {
+  check_defined("Flatten", x, "input");
+  MGPU_CHECK(x.ndim() >= 1, "Flatten: input ", x.str(), " has no batch dimension");
+  if (is_training()) saved_.push("Flatten", x.shape());
+  std::int64_t features = 1;
+  for (int d = 1; d < x.ndim(); ++d) features *= x.size(d);
+  return x.reshape({x.size(0), features});
+}
+
+Tensor Flatten::backward(const Tensor& grad_out) {
+  Shape shape = saved_.pop("Flatten");
+  return grad_out.reshape(shape);
+}
+
+std::shared_ptr<Module> Flatten::clone() const {
+  auto copy = std::shared_ptr<Flatten>(new Flatten(*this));
+  copy->saved_.clear();
+  return copy;
+}
+
+}  // namespace mgpu::nn

@@ -1,0 +1,130 @@
+// CUDA twins of im2col.cpp: im2col, col2im, transpose_inner.
+#include "nn/kernels_cuda.h"
+#include "ops/cuda_util.cuh"
+
+namespace mgpu::nn::detail {
+
+using mgpu::detail::acc_t;
+using mgpu::detail::device_ptr;
+using mgpu::detail::from_acc;
+using mgpu::detail::grid_for;
+using mgpu::detail::grid_start;
+using mgpu::detail::grid_stride;
+using mgpu::detail::kBlock;
+using mgpu::detail::launch_stream;
+using mgpu::detail::to_acc;
+
+// One thread per element of the unrolled matrix cols [rows, C*K*K]. Consecutive threads
+// write consecutive columns of a row, so the writes are coalesced; the reads hit the
+// K consecutive pixels of a patch row, which the cache serves well.
+template <typename T>
+__global__ void im2col_kernel(const T* x, T* cols, ConvGeometry g, std::int64_t total) {
+  const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
+  const std::int64_t ncols = g.channels * K * K;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    // Split the flat index: row = (n, oh, ow) of the output, col = (c, kh, kw) of the patch.
+    const std::int64_t row = i / ncols, col = i % ncols;
+    const std::int64_t ow = row % Wo, oh = (row / Wo) % Ho, n = row / (Wo * Ho);
+    const std::int64_t kw = col % K, kh = (col / K) % K, c = col / (K * K);
+    const std::int64_t ih = oh * g.stride - g.padding + kh;
+    const std::int64_t iw = ow * g.stride - g.padding + kw;
+    const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
+    cols[i] = inside ? x[((n * g.channels + c) * g.height + ih) * g.width + iw]
+                     : from_acc<T>(acc_t<T>(0));
+  }
+}
+
+// One thread per image element: it sums the patch entries that were copied from it, in
+// the same (kh, kw) order as the CPU loop. Gathering needs no atomics and is deterministic.
+template <typename T>
+__global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t total) {
+  const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
+  const std::int64_t ncols = g.channels * K * K;
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
+    const std::int64_t w = i % g.width, h = (i / g.width) % g.height;
+    const std::int64_t c = (i / (g.width * g.height)) % g.channels;
+    const std::int64_t n = i / (g.width * g.height * g.channels);
+    acc_t<T> acc = 0;
+    for (std::int64_t kh = 0; kh < K; ++kh) {
+      // (h, w) is entry (kh, kw) of the patch of output (oh, ow) iff oh*stride - pad + kh == h.
+      const std::int64_t th = h + g.padding - kh;
+      if (th < 0 || th % g.stride != 0 || th / g.stride >= Ho) continue;
+      const std::int64_t oh = th / g.stride;
+      for (std::int64_t kw = 0; kw < K; ++kw) {
+        const std::int64_t tw = w + g.padding - kw;
+        if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= Wo) continue;
+        const std::int64_t ow = tw / g.stride;
+        acc += to_acc(cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
+      }
+    }
+    x[i] = from_acc<T>(acc);
+  }
+}
+
+// [B, M, K] -> [B, K, M] through a 32x32 tile in shared memory: a warp reads 32
+// consecutive k of one row m (coalesced) and later writes 32 consecutive m of one row k
+// (coalesced). The +1 column of padding puts the 32 elements of a tile column in 32
+// different shared-memory banks, so the transposed read has no bank conflicts.
+constexpr int kTile = 32;
+constexpr int kTileRows = 8;  // a 32x8 block walks the tile in 4 steps
+
+template <typename T>
+__global__ void transpose_inner_kernel(const T* x, T* y, std::int64_t B, std::int64_t M,
+                                       std::int64_t K) {
+  __shared__ T tile[kTile][kTile + 1];
+  const std::int64_t k0 = static_cast<std::int64_t>(blockIdx.x) * kTile;
+  const std::int64_t m0 = static_cast<std::int64_t>(blockIdx.y) * kTile;
+  for (std::int64_t b = blockIdx.z; b < B; b += gridDim.z) {
+    const T* src = x + b * M * K;
+    T* dst = y + b * M * K;
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      const std::int64_t m = m0 + r, k = k0 + threadIdx.x;
+      if (m < M && k < K) tile[r][threadIdx.x] = src[m * K + k];
+    }
+    __syncthreads();
+    for (int r = threadIdx.y; r < kTile; r += kTileRows) {
+      const std::int64_t k = k0 + r, m = m0 + threadIdx.x;
+      if (m < M && k < K) dst[k * M + m] = tile[threadIdx.x][r];
+    }
+    __syncthreads();  // the tile is refilled for the next b
+  }
+}
+
+void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
+  cudaStream_t stream = launch_stream(x.device());
+  mgpu::detail::dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
+    using T = decltype(tag);
+    im2col_kernel<T><<<grid_for(cols.numel()), kBlock, 0, stream>>>(
+        device_ptr<T>(x), device_ptr<T>(cols), g, cols.numel());
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void col2im_cuda(const Tensor& cols, Tensor& x, const ConvGeometry& g) {
+  cudaStream_t stream = launch_stream(x.device());
+  mgpu::detail::dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
+    using T = decltype(tag);
+    col2im_kernel<T><<<grid_for(x.numel()), kBlock, 0, stream>>>(
+        device_ptr<T>(cols), device_ptr<T>(x), g, x.numel());
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void transpose_inner_cuda(const Tensor& x, Tensor& y, std::int64_t batch, std::int64_t m,
+                          std::int64_t k) {
+  cudaStream_t stream = launch_stream(x.device());
+  const dim3 block(kTile, kTileRows);
+  const dim3 grid(static_cast<unsigned>((k + kTile - 1) / kTile),
+                  static_cast<unsigned>((m + kTile - 1) / kTile),
+                  static_cast<unsigned>(std::min<std::int64_t>(batch, 65535)));
+  MGPU_CHECK(grid.x <= 2147483647u && grid.y <= 65535u, "transpose_inner: ", x.str(),
+             " is too large for one launch (inner dimension over ", 65535 * kTile, ")");
+  mgpu::detail::dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
+    using T = decltype(tag);
+    transpose_inner_kernel<T><<<grid, block, 0, stream>>>(device_ptr<T>(x), device_ptr<T>(y),
+                                                          batch, m, k);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace mgpu::nn::detail

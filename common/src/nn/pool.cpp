@@ -1,0 +1,121 @@
+// Max pooling on the CPU and the dispatch to pool.cu. Backward gathers: each input element
+// sums the output gradients of the windows that picked it, as the CUDA kernel does.
+#include <algorithm>
+
+#include "dispatch.h"
+#include "mgpu/nn/functional.h"
+#ifdef MGPU_WITH_CUDA
+#include "nn/kernels_cuda.h"
+#endif
+
+namespace mgpu::nn {
+
+namespace {
+
+template <typename T>
+void max_pool2d_cpu(const T* x, T* y, std::int64_t* argmax, std::int64_t planes, std::int64_t H,
+                    std::int64_t W, std::int64_t k, std::int64_t s) {
+  using A = typename mgpu::detail::compute_type<T>::type;
+  const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+  for (std::int64_t p = 0; p < planes; ++p) {
+    const T* in = x + p * H * W;
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow) {
+        std::int64_t best_at = oh * s * W + ow * s;
+        A best = mgpu::detail::to_compute(in[best_at]);
+        for (std::int64_t kh = 0; kh < k; ++kh)
+          for (std::int64_t kw = 0; kw < k; ++kw) {
+            const std::int64_t at = (oh * s + kh) * W + (ow * s + kw);
+            const A v = mgpu::detail::to_compute(in[at]);
+            if (v > best) {  // strict: the first maximum wins ties
+              best = v;
+              best_at = at;
+            }
+          }
+        const std::int64_t o = (p * Ho + oh) * Wo + ow;
+        y[o] = in[best_at];
+        argmax[o] = best_at;
+      }
+  }
+}
+
+template <typename T>
+void max_pool2d_backward_cpu(const T* g, const std::int64_t* argmax, T* dx, std::int64_t planes,
+                             std::int64_t H, std::int64_t W, std::int64_t k, std::int64_t s) {
+  using A = typename mgpu::detail::compute_type<T>::type;
+  const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
+  for (std::int64_t p = 0; p < planes; ++p)
+    for (std::int64_t h = 0; h < H; ++h)
+      for (std::int64_t w = 0; w < W; ++w) {
+        // Windows covering (h, w): oh*s <= h < oh*s + k, i.e. oh in [ceil((h-k+1)/s), h/s].
+        const std::int64_t oh_lo = h >= k ? (h - k) / s + 1 : 0, oh_hi = std::min(h / s, Ho - 1);
+        const std::int64_t ow_lo = w >= k ? (w - k) / s + 1 : 0, ow_hi = std::min(w / s, Wo - 1);
+        A acc = 0;
+        for (std::int64_t oh = oh_lo; oh <= oh_hi; ++oh)
+          for (std::int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
+            const std::int64_t o = (p * Ho + oh) * Wo + ow;
+            if (argmax[o] == h * W + w) acc += mgpu::detail::to_compute(g[o]);
+          }
+        dx[(p * H + h) * W + w] = mgpu::detail::from_compute<T>(acc);
+      }
+}
+
+void check_pool(const char* op, const Shape& in, std::int64_t k, std::int64_t s) {
+  MGPU_CHECK(in.size() == 4, op, ": input shape ", shape_str(in), " is not [N, C, H, W]");
+  MGPU_CHECK(k >= 1 && s >= 1, op, ": kernel ", k, " and stride ", s, " must be >= 1");
+  MGPU_CHECK(in[2] >= k && in[3] >= k, op, ": the ", k, "x", k, " window does not fit the ",
+             in[2], "x", in[3], " input");
+}
+
+}  // namespace
+
+Tensor max_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, Tensor* argmax) {
+  check_defined("max_pool2d", x, "input");
+  check_pool("max_pool2d", x.shape(), kernel, stride);
+  MGPU_CHECK(argmax != nullptr, "max_pool2d: argmax output is null (backward needs it)");
+  const std::int64_t N = x.size(0), C = x.size(1), H = x.size(2), W = x.size(3);
+  const Shape out{N, C, (H - kernel) / stride + 1, (W - kernel) / stride + 1};
+  Tensor y = Tensor::empty(out, x.dtype(), x.device());
+  *argmax = Tensor::empty(out, DType::i64, x.device());
+  if (y.numel() == 0) return y;
+  if (x.device().is_cuda()) {
+    MGPU_IF_CUDA(detail::max_pool2d_cuda(x, y, *argmax, kernel, stride));
+  } else {
+    mgpu::detail::dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+      using T = decltype(tag);
+      max_pool2d_cpu<T>(x.data<T>(), y.data<T>(), argmax->data<std::int64_t>(), N * C, H, W,
+                        kernel, stride);
+    });
+  }
+  return y;
+}
+
+Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const Shape& input_shape,
+                           std::int64_t kernel, std::int64_t stride) {
+  check_defined("max_pool2d_backward", grad_out, "grad_out");
+  check_defined("max_pool2d_backward", argmax, "argmax");
+  check_pool("max_pool2d_backward", input_shape, kernel, stride);
+  MGPU_CHECK(grad_out.shape() == argmax.shape() && argmax.dtype() == DType::i64 &&
+                 grad_out.device() == argmax.device(),
+             "max_pool2d_backward: grad_out ", grad_out.str(), " and argmax ", argmax.str(),
+             " must have one shape and device, argmax i64");
+  const std::int64_t H = input_shape[2], W = input_shape[3];
+  const Shape expect{input_shape[0], input_shape[1], (H - kernel) / stride + 1,
+                     (W - kernel) / stride + 1};
+  MGPU_CHECK(grad_out.shape() == expect, "max_pool2d_backward: grad_out is ", grad_out.str(),
+             " but the input ", shape_str(input_shape), " pools to ", shape_str(expect));
+  Tensor dx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
+  if (dx.numel() == 0) return dx;
+  if (grad_out.device().is_cuda()) {
+    MGPU_IF_CUDA(detail::max_pool2d_backward_cuda(grad_out, argmax, dx, kernel, stride));
+  } else {
+    mgpu::detail::dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
+      using T = decltype(tag);
+      max_pool2d_backward_cpu<T>(grad_out.data<T>(), argmax.data<std::int64_t>(), dx.data<T>(),
+                                 input_shape[0] * input_shape[1], H, W, kernel, stride);
+    });
+  }
+  return dx;
+}
+
+}  // namespace mgpu::nn

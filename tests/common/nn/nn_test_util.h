@@ -1,0 +1,108 @@
+// Helpers for the nn tests: random tensors, closeness checks, and a finite-difference
+// gradient check for any module in f64 on the CPU.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <functional>
+#include <sstream>
+#include <string>
+#include <vector>
+
+#include "mgpu/nn/module.h"
+#include "mgpu/ops.h"
+#include "mgpu/tensor.h"
+
+namespace nntest {
+
+using mgpu::DType;
+using mgpu::Shape;
+using mgpu::Tensor;
+
+/// Uniform values in [lo, hi) from a seed (CPU).
+inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64,
+                            double lo = -1.0, double hi = 1.0) {
+  Tensor t = Tensor::empty(shape, dtype);
+  mgpu::uniform_(t, seed, lo, hi);
+  return t;
+}
+
+inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
+
+/// Every element within atol + rtol * |expected|; reports the first that is not.
+inline void check_close(const Tensor& actual, const Tensor& expected, double rtol, double atol,
+                        const std::string& what) {
+  INFO(what << ": actual " << actual.str() << " vs expected " << expected.str());
+  REQUIRE(actual.shape() == expected.shape());
+  const auto a = values(actual), e = values(expected);
+  std::size_t bad = a.size();
+  double worst = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    const double err = std::fabs(a[i] - e[i]);
+    const double allowed = atol + rtol * std::fabs(e[i]);
+    if (!(err <= allowed) && bad == a.size()) bad = i;
+    worst = std::max(worst, err);
+  }
+  INFO("largest abs error " << worst);
+  if (bad != a.size()) {
+    INFO("first mismatch at " << bad << ": " << a[bad] << " vs " << e[bad]);
+    CHECK(bad == a.size());
+  } else {
+    CHECK(true);
+  }
+}
+
+/// sum(a * b) in double.
+inline double dot(const Tensor& a, const Tensor& b) {
+  const auto x = values(a), y = values(b);
+  REQUIRE(x.size() == y.size());
+  double s = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
+  return s;
+}
+
+/// Central differences of L(x) = sum(forward(x) * weights) against backward(weights), for
+/// the input and for every parameter, all elements. `before_forward` runs before each
+/// forward (e.g. to rewind a dropout counter so every evaluation uses the same mask).
+inline void gradcheck(mgpu::nn::Module& m, Tensor x, std::uint64_t seed,
+                      const std::function<void()>& before_forward = [] {},
+                      double h = 1e-6, double rtol = 1e-5, double atol = 1e-7) {
+  REQUIRE(x.dtype() == DType::f64);
+  m.zero_grad();
+  before_forward();
+  Tensor y = m.forward(x);
+  Tensor w = random_tensor(y.shape(), seed);  // dL/dy
+  Tensor grad_x = m.backward(w);
+  REQUIRE(grad_x.shape() == x.shape());
+
+  auto loss = [&]() {
+    before_forward();
+    Tensor out = m.forward(x);
+    m.clear_saved();
+    return dot(out, w);
+  };
+  auto numeric = [&](Tensor& t) {
+    Tensor g = Tensor::empty(t.shape(), DType::f64);
+    double* p = t.data<double>();
+    for (std::int64_t i = 0; i < t.numel(); ++i) {
+      const double keep = p[i];
+      p[i] = keep + h;
+      const double up = loss();
+      p[i] = keep - h;
+      const double down = loss();
+      p[i] = keep;
+      g.data<double>()[i] = (up - down) / (2 * h);
+    }
+    return g;
+  };
+  check_close(grad_x, numeric(x), rtol, atol, m.describe() + " d/dinput");
+  for (auto& [name, p] : m.named_parameters()) {
+    if (!p->requires_grad()) continue;
+    Tensor snapshot = p->grad.clone();
+    check_close(snapshot, numeric(p->value), rtol, atol, m.describe() + " d/d" + name);
+  }
+}
+
+}  // namespace nntest
