@@ -1,0 +1,82 @@
+// fill_, uniform_, normal_ on CUDA: one grid-stride loop each. Every element's value
+// depends only on its index (counter-based RNG), so the thread that owns element i
+// computes it directly and the result cannot depend on the launch geometry.
+#include "cuda_util.cuh"
+#include "mgpu/rng.h"
+#include "ops_cuda.h"
+#include "random_normal.h"
+
+namespace mgpu::detail {
+
+// Bits is an unsigned integer as wide as the element (2, 4 or 8 bytes).
+template <typename Bits>
+__global__ void fill_bits_kernel(Bits* out, std::int64_t n, Bits value) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) out[i] = value;
+}
+
+template <typename Bits>
+static void launch_fill(Tensor& t, std::uint64_t bits) {
+  const std::int64_t n = t.numel();
+  fill_bits_kernel<<<grid_for(n), kBlock, 0, launch_stream(t.device())>>>(
+      device_ptr<Bits>(t), n, static_cast<Bits>(bits));
+  MGPU_CUDA_CHECK_LAUNCH();
+}
+
+void fill_bits_cuda(Tensor& t, std::uint64_t bits) {
+  switch (dtype_size(t.dtype())) {
+    case 2: launch_fill<std::uint16_t>(t, bits); break;
+    case 4: launch_fill<std::uint32_t>(t, bits); break;
+    case 8: launch_fill<std::uint64_t>(t, bits); break;
+    default: MGPU_FAIL("fill_: unexpected element size for ", t.str());
+  }
+}
+
+// Element i <- lo + (hi - lo) * U(seed, offset + i), rounded once to T.
+// __dmul_rn / __dadd_rn forbid nvcc from fusing the multiply-add into an FMA: with the
+// separate roundings the CPU performs, every element is bit-identical to the CPU's.
+template <typename T>
+__global__ void uniform_kernel(T* out, std::int64_t n, std::uint64_t seed, double lo,
+                               double span, std::uint64_t offset) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const double u = random_uniform(seed, offset + static_cast<std::uint64_t>(i));
+    const double v = __dadd_rn(lo, __dmul_rn(span, u));
+    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+  }
+}
+
+void uniform_cuda(Tensor& t, std::uint64_t seed, double lo, double hi, std::uint64_t offset) {
+  const std::int64_t n = t.numel();
+  cudaStream_t stream = launch_stream(t.device());
+  dispatch_cuda_floating(t.dtype(), "uniform_", [&](auto tag) {
+    using T = decltype(tag);
+    uniform_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(t), n, seed, lo,
+                                                          hi - lo, offset);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+// Element i <- mean + std * N(seed, offset + i), with the same Box-Muller as the CPU.
+// log/cos on the GPU may differ from the host's libm in the last bit, so normal_ agrees
+// with the CPU to ~1e-15 relative, not bit for bit.
+template <typename T>
+__global__ void normal_kernel(T* out, std::int64_t n, std::uint64_t seed, double mean,
+                              double stddev, std::uint64_t offset) {
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const double z = standard_normal(seed, offset + static_cast<std::uint64_t>(i));
+    const double v = __dadd_rn(mean, __dmul_rn(stddev, z));
+    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+  }
+}
+
+void normal_cuda(Tensor& t, std::uint64_t seed, double mean, double stddev, std::uint64_t offset) {
+  const std::int64_t n = t.numel();
+  cudaStream_t stream = launch_stream(t.device());
+  dispatch_cuda_floating(t.dtype(), "normal_", [&](auto tag) {
+    using T = decltype(tag);
+    normal_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(t), n, seed, mean,
+                                                         stddev, offset);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+}  // namespace mgpu::detail

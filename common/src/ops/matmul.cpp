@@ -1,0 +1,121 @@
+// matmul / matmul_out: shape checks, the CBLAS call on the CPU, dispatch to matmul.cu.
+// Everything is row-major: A is [M, K] (or [K, M] when trans_a), B is [K, N] (or [N, K]
+// when trans_b), C is [M, N].
+#include <algorithm>
+#include <vector>
+
+#include <cblas.h>
+
+#include "dispatch.h"
+#include "mgpu/ops.h"
+#include "op_checks.h"
+#include "ops_cuda.h"
+
+namespace mgpu {
+namespace {
+
+// The leading dimension of a row-major matrix is its row length (shape[1]); BLAS wants
+// it >= 1 even when the matrix is empty.
+// True when the two tensors' elements overlap in memory (C must not overlap A or B:
+// BLAS would read inputs it has already overwritten).
+bool overlaps(const Tensor& x, const Tensor& y) {
+  return x.shares_storage(y) && x.offset() < y.offset() + y.numel() &&
+         y.offset() < x.offset() + x.numel();
+}
+
+int leading_dim(const Tensor& t) { return static_cast<int>(std::max<std::int64_t>(1, t.size(1))); }
+
+template <typename T>
+std::vector<float> to_float(const Tensor& t) {
+  std::vector<float> out(static_cast<std::size_t>(t.numel()));
+  const T* p = t.data<T>();
+  for (std::size_t i = 0; i < out.size(); ++i) out[i] = detail::to_compute(p[i]);
+  return out;
+}
+
+void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int m, int n, int k,
+              double alpha, double beta) {
+  const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans;
+  const CBLAS_TRANSPOSE op_b = tb ? CblasTrans : CblasNoTrans;
+  const int lda = leading_dim(a), ldb = leading_dim(b), ldc = n;
+  switch (a.dtype()) {
+    case DType::f32:
+      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), a.data<float>(),
+                  lda, b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+      break;
+    case DType::f64:
+      cblas_dgemm(CblasRowMajor, op_a, op_b, m, n, k, alpha, a.data<double>(), lda,
+                  b.data<double>(), ldb, beta, c.data<double>(), ldc);
+      break;
+    default:
+      // f16/bf16: BLAS has no 16-bit gemm, so widen to float (exact), multiply and
+      // accumulate in float, and round the result once, like cuBLAS with COMPUTE_32F.
+      detail::dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
+        using T = decltype(tag);
+        const std::vector<float> af = to_float<T>(a), bf = to_float<T>(b);
+        // beta == 0 means "ignore C" (it may hold garbage or NaN), as in BLAS.
+        std::vector<float> cf = beta != 0 ? to_float<T>(c)
+                                          : std::vector<float>(static_cast<std::size_t>(c.numel()));
+        cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), af.data(), lda,
+                    bf.data(), ldb, static_cast<float>(beta), cf.data(), ldc);
+        T* pc = c.data<T>();
+        for (std::size_t i = 0; i < cf.size(); ++i) pc[i] = detail::from_compute<T>(cf[i]);
+      });
+  }
+}
+
+}  // namespace
+
+void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
+                double alpha, double beta) {
+  detail::check_compatible("matmul", "a", a, "b", b);
+  detail::check_compatible("matmul", "c", c, "a", a);
+  detail::check_floating("matmul", "a", a);
+  MGPU_CHECK(a.ndim() == 2 && b.ndim() == 2, "matmul: a and b must be 2-D, got a ", a.str(),
+             " and b ", b.str());
+  const std::int64_t m = trans_a ? a.size(1) : a.size(0);
+  const std::int64_t k = trans_a ? a.size(0) : a.size(1);
+  const std::int64_t kb = trans_b ? b.size(1) : b.size(0);
+  const std::int64_t n = trans_b ? b.size(0) : b.size(1);
+  MGPU_CHECK(k == kb, "matmul: inner dimensions differ: a ", a.str(), (trans_a ? " (transposed)" : ""),
+             " has ", k, " columns, b ", b.str(), (trans_b ? " (transposed)" : ""), " has ", kb,
+             " rows");
+  MGPU_CHECK(c.shape() == Shape({m, n}), "matmul: c is ", c.str(), " but op(a) op(b) is ",
+             shape_str({m, n}), " (a ", a.str(), ", b ", b.str(), ")");
+  MGPU_CHECK(!overlaps(c, a) && !overlaps(c, b), "matmul: the output c ", c.str(),
+             " overlaps an input (a ", a.str(), ", b ", b.str(), "); write into a separate tensor");
+  const std::int64_t int_max = 2147483647;
+  MGPU_CHECK(m <= int_max && n <= int_max && k <= int_max && a.size(1) <= int_max &&
+                 b.size(1) <= int_max,
+             "matmul: dimensions of a ", a.str(), " and b ", b.str(),
+             " exceed the 32-bit sizes BLAS takes");
+  if (m == 0 || n == 0) return;
+  if (k == 0) {
+    // An empty inner product is 0, so C = beta * C (and exactly 0 when beta == 0).
+    if (beta == 0) {
+      fill_(c, 0.0);
+    } else {
+      scale_(c, beta);
+    }
+    return;
+  }
+  if (a.device().is_cuda()) {
+    MGPU_IF_CUDA(detail::gemm_cuda(c, a, b, trans_a, trans_b, m, n, k, alpha, beta));
+    return;
+  }
+  gemm_cpu(c, a, b, trans_a, trans_b, static_cast<int>(m), static_cast<int>(n),
+           static_cast<int>(k), alpha, beta);
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  detail::check_compatible("matmul", "a", a, "b", b);
+  MGPU_CHECK(a.ndim() == 2 && b.ndim() == 2, "matmul: a and b must be 2-D, got a ", a.str(),
+             " and b ", b.str());
+  const std::int64_t m = trans_a ? a.size(1) : a.size(0);
+  const std::int64_t n = trans_b ? b.size(0) : b.size(1);
+  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
+  matmul_out(c, a, b, trans_a, trans_b, 1.0, 0.0);
+  return c;
+}
+
+}  // namespace mgpu

@@ -1,0 +1,127 @@
+// Reductions: sum/mean of a whole tensor or along one axis, max/argmax along the last
+// axis. The CPU loops accumulate in double (a tighter reference than the GPU's f32
+// accumulation for f32/f16/bf16); the results are rounded to the output dtype once.
+#include <limits>
+
+#include "argmax_rule.h"
+#include "dispatch.h"
+#include "mgpu/ops.h"
+#include "op_checks.h"
+#include "ops_cuda.h"
+
+namespace mgpu {
+namespace {
+
+using detail::to_compute;
+
+Tensor sum_all(const Tensor& x, bool mean, const char* name) {
+  detail::check_floating(name, "x", x);
+  Tensor out = Tensor::empty({}, detail::accumulate_dtype(x.dtype()), x.device());
+  const std::int64_t n = x.numel();
+  if (x.device().is_cuda()) {
+    // An empty sum is 0 and an empty mean is 0/0 = NaN; no kernel needed for either.
+    if (n == 0) {
+      fill_(out, mean ? std::numeric_limits<double>::quiet_NaN() : 0.0);
+    } else {
+      MGPU_IF_CUDA(detail::sum_all_cuda(out, x, mean));
+    }
+    return out;
+  }
+  detail::dispatch_floating(x.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    const T* p = x.data<T>();
+    double acc = 0;
+    for (std::int64_t i = 0; i < n; ++i) acc += to_compute(p[i]);
+    const double result = mean ? acc / static_cast<double>(n) : acc;  // 0/0 = NaN when empty
+    if (out.dtype() == DType::f64) {
+      *out.data<double>() = result;
+    } else {
+      *out.data<float>() = static_cast<float>(result);
+    }
+  });
+  return out;
+}
+
+Tensor sum_axis(const Tensor& x, int axis, bool mean, const char* name) {
+  detail::check_floating(name, "x", x);
+  const int nd = x.ndim();
+  MGPU_CHECK(axis >= -nd && axis < nd, name, ": axis ", axis, " is out of range for x ",
+             x.str(), nd == 0 ? " (a scalar has no axes)" : "");
+  if (axis < 0) axis += nd;
+  // x viewed as [outer, n, inner]: the reduced axis in the middle.
+  const Shape& s = x.shape();
+  std::int64_t outer = 1, inner = 1;
+  for (int d = 0; d < axis; ++d) outer *= s[d];
+  for (int d = axis + 1; d < nd; ++d) inner *= s[d];
+  const std::int64_t n = s[axis];
+  Shape out_shape = s;
+  out_shape.erase(out_shape.begin() + axis);
+  Tensor out = Tensor::empty(out_shape, x.dtype(), x.device());
+  if (out.numel() == 0) return out;
+  if (x.device().is_cuda()) {
+    MGPU_IF_CUDA(detail::sum_axis_cuda(out, x, outer, n, inner, mean));
+    return out;
+  }
+  detail::dispatch_floating(x.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    T* po = out.data<T>();
+    for (std::int64_t o = 0; o < outer; ++o)
+      for (std::int64_t k = 0; k < inner; ++k) {
+        double acc = 0;
+        for (std::int64_t j = 0; j < n; ++j) acc += to_compute(px[(o * n + j) * inner + k]);
+        po[o * inner + k] = detail::from_compute<T>(mean ? acc / static_cast<double>(n) : acc);
+      }
+  });
+  return out;
+}
+
+// Row maxima and/or their indices of x viewed as [rows, n].
+void max_last_impl(Tensor* max_out, Tensor* arg_out, const Tensor& x, const char* name) {
+  detail::check_floating(name, "x", x);
+  MGPU_CHECK(x.ndim() >= 1, name, ": x is ", x.str(), "; a scalar has no last axis");
+  const std::int64_t n = x.shape().back();
+  MGPU_CHECK(n > 0, name, ": the last axis of x ", x.str(), " is empty, so it has no maximum");
+  Shape out_shape(x.shape().begin(), x.shape().end() - 1);
+  if (max_out) *max_out = Tensor::empty(out_shape, x.dtype(), x.device());
+  if (arg_out) *arg_out = Tensor::empty(out_shape, DType::i64, x.device());
+  const std::int64_t rows = x.numel() / n;
+  if (rows == 0) return;
+  if (x.device().is_cuda()) {
+    MGPU_IF_CUDA(detail::max_last_cuda(max_out, arg_out, x, rows, n));
+    return;
+  }
+  detail::dispatch_floating(x.dtype(), name, [&](auto tag) {
+    using T = decltype(tag);
+    const T* px = x.data<T>();
+    for (std::int64_t r = 0; r < rows; ++r) {
+      const T* row = px + r * n;
+      std::int64_t best = 0;
+      for (std::int64_t j = 1; j < n; ++j)
+        if (detail::argmax_better(to_compute(row[j]), j, to_compute(row[best]), best)) best = j;
+      if (max_out) max_out->data<T>()[r] = row[best];
+      if (arg_out) arg_out->data<std::int64_t>()[r] = best;
+    }
+  });
+}
+
+}  // namespace
+
+Tensor sum(const Tensor& x) { return sum_all(x, false, "sum"); }
+Tensor mean(const Tensor& x) { return sum_all(x, true, "mean"); }
+Tensor sum(const Tensor& x, int axis) { return sum_axis(x, axis, false, "sum"); }
+Tensor mean(const Tensor& x, int axis) { return sum_axis(x, axis, true, "mean"); }
+
+Tensor max_last(const Tensor& x) {
+  Tensor out;
+  max_last_impl(&out, nullptr, x, "max_last");
+  return out;
+}
+
+Tensor argmax_last(const Tensor& x) {
+  Tensor out;
+  max_last_impl(nullptr, &out, x, "argmax_last");
+  return out;
+}
+
+}  // namespace mgpu
