@@ -19,12 +19,13 @@ namespace mgpu::nn {
 struct ConvGeometry {
   std::int64_t batch = 0, channels = 0, height = 0, width = 0;
   std::int64_t kernel = 1, stride = 1, padding = 0;
-  std::int64_t out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
-  std::int64_t out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  constexpr std::int64_t out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+  constexpr std::int64_t out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
+  // constexpr: CUDA kernels call these too (the build passes --expt-relaxed-constexpr).
   /// Rows of the unrolled matrix: one per output position of every image.
-  std::int64_t rows() const { return batch * out_height() * out_width(); }
+  constexpr std::int64_t rows() const { return batch * out_height() * out_width(); }
   /// Columns: one per (channel, kernel row, kernel column) of a patch.
-  std::int64_t cols() const { return channels * kernel * kernel; }
+  constexpr std::int64_t cols() const { return channels * kernel * kernel; }
 };
 
 /// x [N, C, H, W] -> [N*H_out*W_out, C*k*k]: row (n, oh, ow) holds the patch under output
