@@ -93,8 +93,9 @@ class Trace {
 int run(const Options& opt) {
   const Device device = Device::parse(opt.device);
   const bool terminal = isatty(fileno(stdout)) != 0;
-  std::printf("lesson 01: training on one device\n%s\n",
-              mgpu::describe_mapping({device}).c_str());
+  std::string mapping = mgpu::describe_mapping({device});
+  if (!mapping.empty() && mapping.back() == '\n') mapping.pop_back();
+  std::printf("lesson 01: training on one device\n%s\n", mapping.c_str());
 
   // Step 0) data: the training set shuffled every epoch, the test set in order.
   auto train_set = data::open_dataset(opt.data, data::Split::train, opt.seed);

@@ -184,8 +184,8 @@ bool DataLoader::next(Batch& batch) {
     changed_.wait(lock, [&] { return !ready_.empty(); });
     wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
     id = ready_.front();
+    if (id < 0) std::rethrow_exception(error_);  // left queued: later calls throw it again
     ready_.pop_front();
-    if (id < 0) std::rethrow_exception(error_);
   }
   batch = deliver(*slots_[static_cast<std::size_t>(id)], next_batch_++);
   {

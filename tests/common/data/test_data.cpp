@@ -253,6 +253,7 @@ TEST_CASE("DataLoader drop_last, no shuffle, and errors from the loading thread"
   Batch b;
   CHECK(bad.next(b));
   CHECK_THROWS_WITH(bad.next(b), Catch::Contains("sample 6 is unreadable"));
+  CHECK_THROWS_WITH(bad.next(b), Catch::Contains("sample 6 is unreadable"));  // no hang
 }
 
 TEST_CASE("DataLoader on CUDA delivers the CPU loader's batches", "[gpu][data][loader]") {
