@@ -1,0 +1,139 @@
+/// @file process_group.h
+/// @brief ProcessGroup: collectives and point-to-point messages between ranks (c10d vocabulary).
+///
+/// A ProcessGroup connects every rank of the world. Its ops take tensors (handles, as in
+/// PyTorch: a `const Tensor&` argument may still be written — the op's doc says which) and
+/// return a Work at once. Ops run in the order they were issued, one after another, on the
+/// group's communication thread, so the caller can keep computing (DDP overlaps its
+/// gradient all-reduce with backward this way). Every rank must issue the same collectives
+/// in the same order with the same shapes and dtypes; send/recv pair up by peer and tag.
+///
+/// Backends:
+///  - "mpi":  CPU tensors go to MPI directly; CUDA tensors are staged through page-locked
+///            host buffers on the device's comm stream. Works with any number of ranks per GPU.
+///  - "nccl": CUDA tensors on this rank's own GPU, on Stream::comm(device). One GPU per rank.
+///  - "auto": nccl where the tensors are on CUDA, the build has NCCL and every rank on every
+///            node has a GPU of its own; mpi otherwise. The choice and the reason are printed.
+///
+/// No hangs: an op that does not finish within the group's timeout (MGPU_DIST_TIMEOUT_S,
+/// default 300 s) ends the whole job with one line naming the rank, the op, its sequence
+/// number and its shape. With MGPU_DIST_DEBUG=1 the ranks compare each collective (sequence
+/// number, op, dtype, shape) before running it and report the first divergence.
+#pragma once
+
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/device.h"
+#include "mgpu/dist/work.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::dist {
+
+/// How a reduction combines the ranks' values. avg is sum / world size (floating dtypes only).
+enum class ReduceOp { sum, avg, max, min };
+const char* reduce_op_name(ReduceOp op);
+
+/// One message of a batch_isend_irecv call.
+struct P2POp {
+  enum class Kind { send, recv };
+  Kind kind = Kind::send;
+  Tensor tensor;
+  int peer = 0;
+  int tag = 0;
+  static P2POp isend(const Tensor& t, int dst, int tag = 0) { return {Kind::send, t, dst, tag}; }
+  static P2POp irecv(const Tensor& t, int src, int tag = 0) { return {Kind::recv, t, src, tag}; }
+};
+
+class ProcessGroup {
+ public:
+  virtual ~ProcessGroup() = default;
+  ProcessGroup(const ProcessGroup&) = delete;
+  ProcessGroup& operator=(const ProcessGroup&) = delete;
+
+  /// This process's rank in the group, and the group's size.
+  int rank() const { return rank_; }
+  int size() const { return size_; }
+  /// "mpi" or "nccl".
+  virtual std::string backend_name() const = 0;
+  /// The device whose tensors this group is meant for (NCCL accepts only this one).
+  virtual Device device() const = 0;
+
+  // ---- collectives: every rank calls them, in the same order ---------------------------
+  /// In place: every rank's `tensor` becomes op(all ranks' tensors), elementwise.
+  virtual Work all_reduce(const Tensor& tensor, ReduceOp op = ReduceOp::sum) = 0;
+  /// In place: every rank's `tensor` becomes root's.
+  virtual Work broadcast(const Tensor& tensor, int root = 0) = 0;
+  /// In place on root: root's `tensor` becomes op(all ranks' tensors); the others' tensors
+  /// are left unchanged.
+  virtual Work reduce(const Tensor& tensor, int root = 0, ReduceOp op = ReduceOp::sum) = 0;
+  /// output (numel = size() * input.numel()) <- the ranks' inputs one after another, rank 0
+  /// first (c10d's all_gather_into_tensor). input may be output's own chunk rank().
+  virtual Work all_gather(const Tensor& output, const Tensor& input) = 0;
+  /// output <- chunk rank() of op(all ranks' inputs), where input (numel = size() *
+  /// output.numel()) is cut into size() equal chunks (c10d's reduce_scatter_tensor).
+  virtual Work reduce_scatter(const Tensor& output, const Tensor& input,
+                              ReduceOp op = ReduceOp::sum) = 0;
+  /// Completes on a rank once every rank has called it.
+  virtual Work barrier() = 0;
+
+  // ---- point to point ---------------------------------------------------------------------
+  /// Sends `tensor` to rank `dst`; do not change it before the Work completes.
+  virtual Work send(const Tensor& tensor, int dst, int tag = 0) = 0;
+  /// Receives into `tensor` (same dtype and numel as the matching send) from rank `src`.
+  virtual Work recv(const Tensor& tensor, int src, int tag = 0) = 0;
+  /// Starts all sends and receives together; one Work for the whole batch. With the mpi
+  /// backend, separate send()/recv() calls are just as good (both are non-blocking); NCCL
+  /// needs a batch when a rank sends and receives at once (e.g. in a ring), otherwise the
+  /// two wait for each other on the comm stream.
+  virtual Work batch_isend_irecv(const std::vector<P2POp>& ops) = 0;
+
+ protected:
+  ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
+
+ private:
+  int rank_ = 0;
+  int size_ = 1;
+};
+
+/// Which backend a group uses, and why (printed by new_group on rank 0).
+struct BackendChoice {
+  std::string backend;  ///< "mpi" or "nccl"
+  std::string reason;
+};
+/// Resolves "auto", "mpi" or "nccl" for tensors on `device`. Collective: every rank must
+/// call it, and every rank gets the same answer. Throws mgpu::Error, on every rank, for a
+/// request that cannot work (nccl for CPU tensors, nccl without NCCL in the build, nccl with
+/// two ranks on one GPU), with the fix in the message.
+BackendChoice choose_backend(const std::string& requested, const Device& device);
+
+/// True when this build has the nccl backend (CUDA toolkit with NCCL found at build time).
+bool built_with_nccl();
+
+/// How a group behaves. The defaults come from the environment.
+struct GroupOptions {
+  /// Seconds an op may take before the job is ended (env MGPU_DIST_TIMEOUT_S, default 300).
+  double timeout_s = -1;  // < 0: use the default
+  /// Compare every collective across ranks before running it (env MGPU_DIST_DEBUG=1).
+  int debug = -1;  // < 0: use the default; 0 off; 1 on
+  /// Print "backend: nccl (reason)" on rank 0.
+  bool announce = true;
+};
+/// The timeout a new group gets by default: MGPU_DIST_TIMEOUT_S, or 300 s.
+double default_timeout_s();
+/// True when MGPU_DIST_DEBUG is set to something other than 0.
+bool debug_from_env();
+
+/// A new group over every rank of the world, with the backend chosen by choose_backend().
+/// Collective: every rank creates its groups in the same order. Needs init().
+std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const Device& device,
+                                        const GroupOptions& options = {});
+
+/// The job-wide default group, created once (c10d's init_process_group).
+ProcessGroup& init_process_group(const std::string& backend, const Device& device,
+                                 const GroupOptions& options = {});
+/// The group created by init_process_group(); throws if there is none.
+ProcessGroup& default_group();
+
+}  // namespace mgpu::dist

@@ -1,0 +1,143 @@
+// Argument checks, the debug mode's cross-rank comparison, and options from the environment.
+#include "checks.h"
+
+#include <array>
+#include <cstdlib>
+#include <vector>
+
+#include "mpi_util.h"
+
+namespace mgpu::dist {
+
+const char* reduce_op_name(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return "sum";
+    case ReduceOp::avg: return "avg";
+    case ReduceOp::max: return "max";
+    case ReduceOp::min: return "min";
+  }
+  return "?";
+}
+
+double default_timeout_s() {
+  const char* env = std::getenv("MGPU_DIST_TIMEOUT_S");
+  if (!env || !*env) return 300.0;
+  char* end = nullptr;
+  double v = std::strtod(env, &end);
+  MGPU_CHECK(end && *end == '\0' && v >= 0, "MGPU_DIST_TIMEOUT_S=", env,
+             " is not a number of seconds (use e.g. 60; 0 turns the timeout off)");
+  return v;
+}
+
+bool debug_from_env() {
+  const char* env = std::getenv("MGPU_DIST_DEBUG");
+  return env && *env && std::string(env) != "0";
+}
+
+namespace detail {
+
+void check_tensor(const char* op, const Tensor& t, const char* what) {
+  check_defined(op, t, what);
+}
+
+void check_reduce_op(const char* op, const Tensor& t, ReduceOp r) {
+  MGPU_CHECK(r != ReduceOp::avg || is_floating(t.dtype()), op, "(avg): ", t.str(),
+             " has an integer dtype; avg would truncate. Use sum and divide, or cast to f32");
+}
+
+void check_rank(const char* op, int r, int size, const char* what) {
+  MGPU_CHECK(r >= 0 && r < size, op, ": ", what, " ", r, " is not a rank of this group (0..",
+             size - 1, ")");
+}
+
+void check_split(const char* op, const Tensor& big, const char* big_name, const Tensor& small,
+                 const char* small_name, int size) {
+  check_tensor(op, big, big_name);
+  check_tensor(op, small, small_name);
+  check_same_dtype(op, big, small);
+  MGPU_CHECK(big.numel() == small.numel() * size, op, ": ", big_name, " ", big.str(),
+             " must hold world size (", size, ") x ", small_name, " ", small.str(), " = ",
+             small.numel() * size, " elements");
+}
+
+bool overlaps(const Tensor& a, const Tensor& b) {
+  if (!a.shares_storage(b) || a.numel() == 0 || b.numel() == 0) return false;
+  return a.offset() < b.offset() + b.numel() && b.offset() < a.offset() + a.numel();
+}
+
+OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r, int root,
+                           const std::string& backend) {
+  OpSignature s;
+  s.kind = kind;
+  s.seq = seq;
+  s.reduce = r;
+  s.root = root;
+  s.backend = backend;
+  if (t) {
+    s.has_tensor = true;
+    s.dtype = t->dtype();
+    s.shape = t->shape();
+  }
+  return s;
+}
+
+namespace {
+
+constexpr int kMaxDims = 8;
+constexpr int kFields = 8 + kMaxDims;
+using Record = std::array<std::int64_t, kFields>;
+
+// Fixed-size record so one MPI_Allgather carries every rank's signature.
+Record encode(const OpSignature& s) {
+  Record r{};
+  r[0] = s.seq;
+  r[1] = static_cast<std::int64_t>(s.kind);
+  r[2] = static_cast<std::int64_t>(s.reduce);
+  r[3] = static_cast<std::int64_t>(s.dtype);
+  r[4] = s.root;
+  r[5] = s.has_tensor;
+  Shape shape = s.shape.size() <= kMaxDims ? s.shape : Shape{shape_numel(s.shape)};
+  r[6] = static_cast<std::int64_t>(shape.size());
+  for (std::size_t i = 0; i < shape.size(); ++i) r[8 + i] = shape[i];
+  return r;
+}
+
+OpSignature decode(const std::int64_t* r, const std::string& backend) {
+  OpSignature s;
+  s.seq = r[0];
+  s.kind = static_cast<OpKind>(r[1]);
+  s.reduce = static_cast<ReduceOp>(r[2]);
+  s.dtype = static_cast<DType>(r[3]);
+  s.root = static_cast<int>(r[4]);
+  s.has_tensor = r[5] != 0;
+  s.shape.assign(r + 8, r + 8 + r[6]);
+  s.backend = backend;
+  return s;
+}
+
+}  // namespace
+
+void check_same_collective(MPI_Comm comm, const OpSignature& sig) {
+  int size = 1;
+  MGPU_MPI_CHECK(MPI_Comm_size(comm, &size));
+  Record mine = encode(sig);
+  std::vector<std::int64_t> all(static_cast<std::size_t>(kFields) * size);
+  MGPU_MPI_CHECK(MPI_Allgather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields,
+                               MPI_INT64_T, comm));
+  const std::int64_t* first = all.data();
+  for (int r = 1; r < size; ++r) {
+    const std::int64_t* other = first + static_cast<std::size_t>(r) * kFields;
+    if (std::equal(first, first + kFields, other)) continue;
+    MGPU_FAIL("mgpu::dist debug check: the ranks disagree on collective #", sig.seq,
+              ": rank 0 issued ", decode(first, sig.backend).describe(), " but rank ", r,
+              " issued ", decode(other, sig.backend).describe(),
+              ". Every rank must issue the same collectives in the same order with the same "
+              "dtypes and shapes; the op was not run on any rank");
+  }
+}
+
+double resolve_timeout(const GroupOptions& o) { return o.timeout_s < 0 ? default_timeout_s() : o.timeout_s; }
+bool resolve_debug(const GroupOptions& o) { return o.debug < 0 ? debug_from_env() : o.debug != 0; }
+
+}  // namespace detail
+}  // namespace mgpu::dist

@@ -1,0 +1,32 @@
+// Private: argument checks shared by the backends (thrown on the calling thread, at issue
+// time, so the error points at the caller's line), the debug-mode comparison, and options.
+#pragma once
+
+#include "mpi_include.h"
+
+#include "engine.h"
+
+namespace mgpu::dist::detail {
+
+void check_tensor(const char* op, const Tensor& t, const char* what = "tensor");
+/// avg needs a floating dtype (integer division would silently truncate).
+void check_reduce_op(const char* op, const Tensor& t, ReduceOp r);
+void check_rank(const char* op, int r, int size, const char* what);
+/// For all_gather / reduce_scatter: big.numel() == size * small.numel(), same dtype.
+void check_split(const char* op, const Tensor& big, const char* big_name, const Tensor& small,
+                 const char* small_name, int size);
+/// True when the element ranges of a and b overlap in memory.
+bool overlaps(const Tensor& a, const Tensor& b);
+
+OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r,
+                           int root, const std::string& backend);
+
+/// Debug mode: every rank sends its signature of the next collective to every other; if
+/// any differs from rank 0's, every rank throws the same mgpu::Error naming both.
+void check_same_collective(MPI_Comm comm, const OpSignature& sig);
+
+/// options.timeout_s / options.debug with the environment's defaults filled in.
+double resolve_timeout(const GroupOptions& o);
+bool resolve_debug(const GroupOptions& o);
+
+}  // namespace mgpu::dist::detail

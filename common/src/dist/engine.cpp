@@ -1,0 +1,216 @@
+// The communication thread and the watchdog.
+//
+// Why one thread per group: ops must leave the caller at once (DDP keeps computing the
+// backward pass while gradients are being all-reduced), yet run in issue order, the order
+// every rank agrees on. A FIFO drained by one thread gives both. MPI is initialized with
+// MPI_THREAD_MULTIPLE because each group's thread calls MPI on its own communicator while
+// the main thread may call it too (setup, other groups).
+//
+// Why a separate watchdog: a rank stuck inside a blocking MPI collective cannot check a
+// clock, so another thread does, and ends the job when an op overstays its deadline.
+#include "engine.h"
+
+#include "mpi_include.h"
+
+#include <sstream>
+
+#include "mgpu/dist/log.h"
+#include "mgpu/dist/runtime.h"
+
+namespace mgpu::dist::detail {
+
+const char* op_kind_name(OpKind k) {
+  switch (k) {
+    case OpKind::all_reduce: return "all_reduce";
+    case OpKind::broadcast: return "broadcast";
+    case OpKind::reduce: return "reduce";
+    case OpKind::all_gather: return "all_gather";
+    case OpKind::reduce_scatter: return "reduce_scatter";
+    case OpKind::barrier: return "barrier";
+    case OpKind::send: return "send";
+    case OpKind::recv: return "recv";
+    case OpKind::batch_p2p: return "batch_isend_irecv";
+  }
+  return "?";
+}
+
+std::string OpSignature::describe() const {
+  std::ostringstream os;
+  os << op_kind_name(kind) << " #" << seq;
+  if (has_tensor) os << ' ' << dtype_name(dtype) << shape_str(shape);
+  switch (kind) {
+    case OpKind::all_reduce:
+    case OpKind::reduce_scatter: os << " op=" << reduce_op_name(reduce); break;
+    case OpKind::reduce: os << " op=" << reduce_op_name(reduce) << " root=" << root; break;
+    case OpKind::broadcast: os << " root=" << root; break;
+    case OpKind::send: os << " to rank " << root; break;
+    case OpKind::recv: os << " from rank " << root; break;
+    default: break;
+  }
+  if (!backend.empty()) os << " (" << backend << ")";
+  return os.str();
+}
+
+void WorkState::finish(std::exception_ptr e) {
+  {
+    std::lock_guard<std::mutex> lock(mutex);
+    error = e;
+    done = true;
+  }
+  cv.notify_all();
+}
+
+CommEngine::CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck)
+    : timeout_s_(timeout_s), precheck_(std::move(precheck)) {
+  comm_thread_ = std::thread([this] { run(); });
+  watchdog_thread_ = std::thread([this] { watch(); });
+}
+
+CommEngine::~CommEngine() { shutdown(); }
+
+Work CommEngine::submit(Op op) {
+  auto state = std::make_shared<WorkState>();
+  state->what = op.sig.describe();
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    MGPU_CHECK(!stopping_, state->what, ": the process group was shut down (dist::finalize())");
+    queue_.emplace_back(std::move(op), state);
+  }
+  cv_.notify_one();
+  return Work(state);
+}
+
+void CommEngine::shutdown() {
+  {
+    std::lock_guard<std::mutex> lock(mutex_);
+    stopping_ = true;
+  }
+  cv_.notify_all();
+  if (comm_thread_.joinable()) comm_thread_.join();
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    watch_stop_ = true;
+  }
+  watch_cv_.notify_all();
+  if (watchdog_thread_.joinable()) watchdog_thread_.join();
+}
+
+void CommEngine::begin_tracking(Pending& p) {
+  p.started = std::chrono::steady_clock::now();
+  if (timeout_s_ <= 0) return;  // no limit
+  auto deadline = p.started + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
+                                  std::chrono::duration<double>(timeout_s_));
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    in_flight_.push_back({p.work.get(), {p.sig.describe(), deadline}});
+  }
+  watch_cv_.notify_all();
+}
+
+void CommEngine::end_tracking(const WorkState* w) {
+  if (timeout_s_ <= 0) return;
+  std::lock_guard<std::mutex> lock(watch_mutex_);
+  in_flight_.remove_if([w](const auto& e) { return e.first == w; });
+}
+
+bool CommEngine::poll_outstanding() {
+  bool any = false;
+  for (auto it = outstanding_.begin(); it != outstanding_.end();) {
+    std::exception_ptr error;
+    bool done = false;
+    try {
+      done = it->poll();
+    } catch (...) {
+      error = std::current_exception();
+      done = true;
+    }
+    if (!done) {
+      ++it;
+      continue;
+    }
+    auto work = it->work;
+    end_tracking(work.get());
+    it = outstanding_.erase(it);  // drops the op's tensors before the caller sees it done
+    work->finish(error);
+    any = true;
+  }
+  return any;
+}
+
+void CommEngine::run() {
+  int idle = 0;
+  for (;;) {
+    std::pair<Op, std::shared_ptr<WorkState>> item;
+    bool have = false;
+    {
+      std::unique_lock<std::mutex> lock(mutex_);
+      if (queue_.empty() && outstanding_.empty()) {
+        cv_.wait(lock, [this] { return stopping_ || !queue_.empty(); });
+        if (queue_.empty()) return;  // stopping, and nothing is left to do
+      }
+      if (!queue_.empty()) {
+        item = std::move(queue_.front());
+        queue_.pop_front();
+        have = true;
+      }
+    }
+    if (!have) {
+      // Only started ops are left: check them, backing off from spinning to sleeping so
+      // that oversubscribed ranks (more ranks than cores) leave each other CPU time.
+      if (poll_outstanding()) {
+        idle = 0;
+      } else if (++idle > 2048) {
+        std::unique_lock<std::mutex> lock(mutex_);
+        cv_.wait_for(lock, std::chrono::microseconds(100),
+                     [this] { return !queue_.empty(); });
+      } else if (idle > 64) {
+        std::this_thread::yield();
+      }
+      continue;
+    }
+    idle = 0;
+    Pending p{item.second, item.first.sig, {}, {}};
+    begin_tracking(p);
+    try {
+      if (p.sig.is_collective() && precheck_) precheck_(p.sig);
+      p.poll = item.first.start();
+    } catch (...) {
+      end_tracking(p.work.get());
+      item.first.start = nullptr;
+      p.work->finish(std::current_exception());
+      continue;
+    }
+    item.first.start = nullptr;  // release the op's tensors unless the poll still holds them
+    if (p.poll) {
+      outstanding_.push_back(std::move(p));
+      poll_outstanding();
+    } else {
+      end_tracking(p.work.get());
+      p.work->finish(nullptr);
+    }
+  }
+}
+
+void CommEngine::watch() {
+  std::unique_lock<std::mutex> lock(watch_mutex_);
+  while (!watch_stop_) {
+    if (in_flight_.empty()) {
+      watch_cv_.wait(lock);
+      continue;
+    }
+    auto earliest = in_flight_.front();
+    for (const auto& e : in_flight_)
+      if (e.second.second < earliest.second.second) earliest = e;
+    if (std::chrono::steady_clock::now() >= earliest.second.second) {
+      std::ostringstream os;
+      os << "mgpu::dist timeout: " << earliest.second.first << " did not complete within "
+         << timeout_s_ << " s; another rank probably skipped it, issued a different op, or is"
+         << " stuck. Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks'"
+         << " collectives; MGPU_DIST_TIMEOUT_S sets the limit.";
+      abort_job(os.str(), 3);
+    }
+    watch_cv_.wait_until(lock, earliest.second.second);
+  }
+}
+
+}  // namespace mgpu::dist::detail

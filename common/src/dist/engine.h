@@ -1,0 +1,111 @@
+// Private: the communication thread every ProcessGroup runs its ops on, the watchdog that
+// ends a job whose op exceeds the timeout, and the state behind a Work handle.
+#pragma once
+
+#include <chrono>
+#include <condition_variable>
+#include <cstdint>
+#include <deque>
+#include <exception>
+#include <functional>
+#include <list>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "mgpu/dist/process_group.h"
+#include "mgpu/dist/work.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::dist::detail {
+
+enum class OpKind { all_reduce, broadcast, reduce, all_gather, reduce_scatter, barrier,
+                    send, recv, batch_p2p };
+const char* op_kind_name(OpKind k);
+
+/// What an op is, as ranks compare it in debug mode and as messages name it.
+struct OpSignature {
+  OpKind kind = OpKind::barrier;
+  std::int64_t seq = 0;          // collectives: 1, 2, ... per group; p2p ops count apart
+  ReduceOp reduce = ReduceOp::sum;
+  DType dtype = DType::f32;
+  int root = -1;                 // broadcast/reduce root, or send/recv peer
+  Shape shape;                   // of the op's (input) tensor; empty for barrier
+  bool has_tensor = false;
+  std::string backend;
+
+  bool is_collective() const { return kind != OpKind::send && kind != OpKind::recv &&
+                                      kind != OpKind::batch_p2p; }
+  /// "all_reduce #3 f32[1000] op=sum (mpi)".
+  std::string describe() const;
+};
+
+/// Shared by a Work handle and the op it stands for.
+struct WorkState {
+  std::string what;
+  std::mutex mutex;
+  std::condition_variable cv;
+  bool done = false;
+  std::exception_ptr error;
+
+  void finish(std::exception_ptr e);
+};
+
+/// Polls a started op: returns true once it is complete. Throws on failure.
+using Poll = std::function<bool()>;
+
+/// One queued op. start() runs on the communication thread; it either finishes the op
+/// (and returns an empty Poll) or starts it and returns how to check for its completion.
+struct Op {
+  OpSignature sig;
+  std::function<Poll()> start;
+};
+
+/// Runs ops in issue order on one thread, with a watchdog that ends the job on timeout.
+class CommEngine {
+ public:
+  /// `precheck` (may be empty) runs on the comm thread before each collective: the debug
+  /// mode's cross-rank comparison. It throws to fail the op on every rank.
+  CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck);
+  ~CommEngine();
+  CommEngine(const CommEngine&) = delete;
+  CommEngine& operator=(const CommEngine&) = delete;
+
+  Work submit(Op op);
+  /// Finishes the queued ops, then stops both threads. Idempotent.
+  void shutdown();
+  double timeout_s() const { return timeout_s_; }
+
+ private:
+  struct Pending {
+    std::shared_ptr<WorkState> work;
+    OpSignature sig;
+    Poll poll;
+    std::chrono::steady_clock::time_point started;
+  };
+  void run();
+  void watch();
+  void begin_tracking(Pending& p);
+  void end_tracking(const WorkState* w);
+  bool poll_outstanding();
+
+  double timeout_s_;
+  std::function<void(const OpSignature&)> precheck_;
+  std::mutex mutex_;
+  std::condition_variable cv_;
+  std::deque<std::pair<Op, std::shared_ptr<WorkState>>> queue_;
+  bool stopping_ = false;
+  std::list<Pending> outstanding_;  // comm thread only
+
+  // In-flight ops for the watchdog: description and deadline.
+  std::mutex watch_mutex_;
+  std::condition_variable watch_cv_;
+  std::list<std::pair<const WorkState*, std::pair<std::string, std::chrono::steady_clock::time_point>>>
+      in_flight_;
+  bool watch_stop_ = false;
+
+  std::thread comm_thread_;
+  std::thread watchdog_thread_;
+};
+
+}  // namespace mgpu::dist::detail

@@ -1,0 +1,249 @@
+// The nccl backend: every op is an NCCL kernel on the device's comm stream. The
+// communication thread makes the comm stream wait for the caller's stream (so an op sees
+// the values computed before it was issued), launches the kernel, and polls an event
+// recorded after it; the Work completes when that event has.
+#include "process_group_nccl.h"
+
+#include "mgpu/error.h"
+
+#ifndef MGPU_WITH_NCCL
+
+namespace mgpu::dist::detail {
+bool built_with_nccl() { return false; }
+std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&) {
+  MGPU_FAIL("nccl backend: this build of mgpu has no NCCL; use --backend mpi");
+}
+}  // namespace mgpu::dist::detail
+
+#else
+
+#include "mpi_include.h"
+#include <nccl.h>
+
+#include <atomic>
+
+#include "checks.h"
+#include "cuda_check.h"
+#include "engine.h"
+#include "mpi_util.h"
+#include "staging.h"
+
+#define MGPU_NCCL_CHECK(call)                                                          \
+  do {                                                                                 \
+    ncclResult_t nccl_rc_ = (call);                                                    \
+    if (nccl_rc_ != ncclSuccess)                                                       \
+      MGPU_FAIL("NCCL error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",        \
+                ncclGetErrorString(nccl_rc_));                                         \
+  } while (0)
+
+namespace mgpu::dist::detail {
+
+bool built_with_nccl() { return true; }
+
+namespace {
+
+ncclDataType_t nccl_type(DType t) {
+  switch (t) {
+    case DType::f32: return ncclFloat32;
+    case DType::f64: return ncclFloat64;
+    case DType::f16: return ncclFloat16;
+    case DType::bf16: return ncclBfloat16;
+    case DType::i32: return ncclInt32;
+    case DType::i64: return ncclInt64;
+  }
+  return ncclFloat32;
+}
+
+ncclRedOp_t nccl_op(ReduceOp op) {
+  switch (op) {
+    case ReduceOp::sum: return ncclSum;
+    case ReduceOp::avg: return ncclAvg;
+    case ReduceOp::max: return ncclMax;
+    case ReduceOp::min: return ncclMin;
+  }
+  return ncclSum;
+}
+
+class NcclGroup final : public BackendGroup {
+ public:
+  NcclGroup(const Device& device, const GroupOptions& options, int rank, int size)
+      : BackendGroup(rank, size), device_(device) {
+    MGPU_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
+    MGPU_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
+    // Rank 0 makes the id every rank joins with; MPI carries it to the others.
+    ncclUniqueId id;
+    if (rank == 0) MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
+    MGPU_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
+    {
+      DeviceGuard guard(device_);
+      MGPU_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank));
+    }
+    std::function<void(const OpSignature&)> precheck;
+    if (resolve_debug(options)) {
+      MPI_Comm c = comm_;
+      precheck = [c](const OpSignature& sig) { check_same_collective(c, sig); };
+    }
+    engine_ = std::make_unique<CommEngine>(resolve_timeout(options), precheck);
+  }
+  ~NcclGroup() override { shutdown(); }
+
+  std::string backend_name() const override { return "nccl"; }
+  Device device() const override { return device_; }
+
+  void shutdown() override {
+    if (shut_down_) return;
+    shut_down_ = true;
+    engine_->shutdown();
+    ncclCommDestroy(nccl_);
+    int finalized = 0;
+    MPI_Finalized(&finalized);
+    if (!finalized) MPI_Comm_free(&comm_);
+  }
+
+  Work all_reduce(const Tensor& t, ReduceOp op) override {
+    check(t, "all_reduce");
+    return launch(OpKind::all_reduce, &t, op, -1, t, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclAllReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()),
+                                    nccl_op(op), nccl_, s));
+    });
+  }
+  Work broadcast(const Tensor& t, int root) override {
+    check(t, "broadcast");
+    check_rank("broadcast", root, size(), "root");
+    return launch(OpKind::broadcast, &t, ReduceOp::sum, root, t, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclBroadcast(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()),
+                                    root, nccl_, s));
+    });
+  }
+  Work reduce(const Tensor& t, int root, ReduceOp op) override {
+    check(t, "reduce");
+    check_rank("reduce", root, size(), "root");
+    return launch(OpKind::reduce, &t, op, root, t, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclReduce(t.raw_data(), t.raw_data(), t.numel(), nccl_type(t.dtype()),
+                                 nccl_op(op), root, nccl_, s));
+    });
+  }
+  Work all_gather(const Tensor& output, const Tensor& input) override {
+    check_split("all_gather", output, "output", input, "input", size());
+    check(output, "all_gather");
+    check(input, "all_gather");
+    bool in_place = input.shares_storage(output) &&
+                    input.offset() == output.offset() + rank() * input.numel();
+    MGPU_CHECK(in_place || !overlaps(input, output), "all_gather: input ", input.str(),
+               " overlaps output ", output.str(), " but is not its chunk ", rank());
+    return launch(OpKind::all_gather, &input, ReduceOp::sum, -1, output, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclAllGather(input.raw_data(), output.raw_data(), input.numel(),
+                                    nccl_type(input.dtype()), nccl_, s));
+      (void)input;  // keeps input alive with the op
+    });
+  }
+  Work reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
+    check_split("reduce_scatter", input, "input", output, "output", size());
+    check(output, "reduce_scatter");
+    check(input, "reduce_scatter");
+    bool in_place = output.shares_storage(input) &&
+                    output.offset() == input.offset() + rank() * output.numel();
+    MGPU_CHECK(in_place || !overlaps(input, output), "reduce_scatter: output ", output.str(),
+               " overlaps input ", input.str(), " but is not its chunk ", rank());
+    return launch(OpKind::reduce_scatter, &input, op, -1, input, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(), output.numel(),
+                                        nccl_type(input.dtype()), nccl_op(op), nccl_, s));
+    });
+  }
+  Work barrier() override {
+    // NCCL has no barrier: an all-reduce of one number on every rank's GPU is one.
+    Tensor token = Tensor::zeros({1}, DType::i32, device_);
+    return launch(OpKind::barrier, nullptr, ReduceOp::sum, -1, token, [=](cudaStream_t s) {
+      MGPU_NCCL_CHECK(ncclAllReduce(token.raw_data(), token.raw_data(), 1, ncclInt32, ncclSum,
+                                    nccl_, s));
+    });
+  }
+  Work send(const Tensor& t, int dst, int tag) override {
+    return batch_isend_irecv({P2POp::isend(t, dst, tag)});
+  }
+  Work recv(const Tensor& t, int src, int tag) override {
+    return batch_isend_irecv({P2POp::irecv(t, src, tag)});
+  }
+  Work batch_isend_irecv(const std::vector<P2POp>& ops) override {
+    if (ops.empty()) return Work();
+    for (const P2POp& o : ops) {
+      check(o.tensor, o.kind == P2POp::Kind::send ? "send" : "recv");
+      check_rank("send/recv", o.peer, size(), "peer");
+    }
+    OpKind kind = ops.size() > 1 ? OpKind::batch_p2p
+                                 : ops[0].kind == P2POp::Kind::send ? OpKind::send : OpKind::recv;
+    // NCCL has no tags: messages between two ranks match in issue order.
+    return launch(kind, ops.size() == 1 ? &ops[0].tensor : nullptr, ReduceOp::sum,
+                  ops.size() == 1 ? ops[0].peer : -1, ops[0].tensor, [=](cudaStream_t s) {
+                    MGPU_NCCL_CHECK(ncclGroupStart());
+                    for (const P2POp& o : ops) {
+                      if (o.kind == P2POp::Kind::send) {
+                        MGPU_NCCL_CHECK(ncclSend(o.tensor.raw_data(), o.tensor.numel(),
+                                                 nccl_type(o.tensor.dtype()), o.peer, nccl_, s));
+                      } else {
+                        MGPU_NCCL_CHECK(ncclRecv(o.tensor.raw_data(), o.tensor.numel(),
+                                                 nccl_type(o.tensor.dtype()), o.peer, nccl_, s));
+                      }
+                    }
+                    MGPU_NCCL_CHECK(ncclGroupEnd());
+                  });
+  }
+
+ private:
+  void check(const Tensor& t, const char* op) const {
+    check_tensor(op, t);
+    MGPU_CHECK(t.device().is_cuda() && physical_gpu(t.device()) == physical_gpu(device_), op,
+               " (nccl): ", t.str(), " is not on this rank's GPU (", device_.str(),
+               "); NCCL moves memory of the rank's own GPU only. Move the tensor there, or use "
+               "--backend mpi");
+  }
+
+  // Queues `body` (the NCCL call) to run on the comm stream after the work the caller's
+  // stream has queued on `order_after`; the Work completes when the kernel has.
+  Work launch(OpKind kind, const Tensor* sig_tensor, ReduceOp r, int root, const Tensor& order_after,
+              std::function<void(cudaStream_t)> body) {
+    bool collective = kind != OpKind::send && kind != OpKind::recv && kind != OpKind::batch_p2p;
+    std::int64_t seq = collective ? ++collective_seq_ : ++p2p_seq_;
+    OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
+    std::shared_ptr<Event> ready = ready_event(order_after);
+    Device dev = device_;
+    ncclComm_t comm = nccl_;
+    Op op{sig, [=]() -> Poll {
+            DeviceGuard guard(dev);
+            Stream s = Stream::comm(dev);
+            if (ready) ready->wait(s);
+            body(static_cast<cudaStream_t>(s.handle()));
+            auto done = std::make_shared<Event>();
+            done->record(s);
+            return [done, body, comm]() -> bool {
+              ncclResult_t async_error = ncclSuccess;
+              MGPU_NCCL_CHECK(ncclCommGetAsyncError(comm, &async_error));
+              MGPU_NCCL_CHECK(async_error);
+              return done->query();
+            };
+          }};
+    return engine_->submit(std::move(op));
+  }
+
+  Device device_;
+  MPI_Comm comm_ = MPI_COMM_NULL;
+  ncclComm_t nccl_ = nullptr;
+  std::atomic<std::int64_t> collective_seq_{0};
+  std::atomic<std::int64_t> p2p_seq_{0};
+  std::unique_ptr<CommEngine> engine_;
+  bool shut_down_ = false;
+};
+
+}  // namespace
+
+std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options) {
+  require_initialized("new_group(nccl)");
+  int rank = 0, size = 1;
+  MGPU_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
+  MGPU_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
+  return std::make_shared<NcclGroup>(device, options, rank, size);
+}
+
+}  // namespace mgpu::dist::detail
+
+#endif  // MGPU_WITH_NCCL

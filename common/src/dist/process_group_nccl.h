@@ -1,0 +1,16 @@
+// Private: the nccl backend (compiled only with MGPU_WITH_NCCL).
+#pragma once
+
+#include <memory>
+
+#include "group_base.h"
+
+namespace mgpu::dist::detail {
+
+/// True when this build has the nccl backend.
+bool built_with_nccl();
+/// A group whose ops run as NCCL kernels on Stream::comm(device). Collective.
+/// Throws in builds without NCCL.
+std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options);
+
+}  // namespace mgpu::dist::detail

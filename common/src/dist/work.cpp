@@ -1,0 +1,33 @@
+// Work: waiting on the state the communication thread fills in.
+#include "mgpu/dist/work.h"
+
+#include "engine.h"
+
+namespace mgpu::dist {
+
+void Work::wait() const {
+  if (!state_) return;
+  std::unique_lock<std::mutex> lock(state_->mutex);
+  state_->cv.wait(lock, [this] { return state_->done; });
+  if (state_->error) std::rethrow_exception(state_->error);
+}
+
+bool Work::is_completed() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done;
+}
+
+bool Work::is_success() const {
+  if (!state_) return true;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  return state_->done && !state_->error;
+}
+
+std::string Work::describe() const { return state_ ? state_->what : "completed no-op"; }
+
+void wait_all(const std::vector<Work>& works) {
+  for (const Work& w : works) w.wait();
+}
+
+}  // namespace mgpu::dist

@@ -1,0 +1,45 @@
+#!/usr/bin/env python3
+"""Runs a command that must fail, and fails itself unless the command ends within the time
+limit, with a non-zero exit status, and prints every --expect text. Used for the jobs that
+must end with a clear message instead of hanging (a skipped collective, a shape mismatch)."""
+import argparse
+import os
+import signal
+import subprocess
+import sys
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__)
+    ap.add_argument("--expect", action="append", default=[], help="text the output must contain")
+    ap.add_argument("--time-limit", type=float, default=60.0, help="seconds before it counts as a hang")
+    ap.add_argument("command", nargs=argparse.REMAINDER)
+    args = ap.parse_args()
+    cmd = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if not cmd:
+        ap.error("no command given")
+    # Own session, so that a hang can be ended with all of mpirun's children.
+    proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True,
+                            start_new_session=True)
+    try:
+        out, _ = proc.communicate(timeout=args.time_limit)
+    except subprocess.TimeoutExpired:
+        os.killpg(proc.pid, signal.SIGKILL)
+        out, _ = proc.communicate()
+        print(out)
+        print(f"FAIL: still running after {args.time_limit:g} s: it hung instead of failing")
+        return 1
+    print(out)
+    if proc.returncode == 0:
+        print("FAIL: the command succeeded, but it was expected to fail")
+        return 1
+    missing = [e for e in args.expect if e not in out]
+    if missing:
+        print("FAIL: exit status %d, but the output lacks: %s" % (proc.returncode, missing))
+        return 1
+    print("PASS: failed as expected (exit status %d) with the expected message" % proc.returncode)
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
