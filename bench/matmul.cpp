@@ -28,12 +28,12 @@ void direct_gemm(mgpu::Tensor& c, const mgpu::Tensor& a, const mgpu::Tensor& b) 
     return;
   }
 #ifdef MGPU_WITH_CUDA
+  mgpu::DeviceGuard guard(a.device());  // a handle belongs to the GPU current at creation
   static cublasHandle_t handle = [] {
     cublasHandle_t h;
     MGPU_CUBLAS_CHECK(cublasCreate(&h));
     return h;
   }();
-  mgpu::DeviceGuard guard(a.device());
   const auto stream = static_cast<cudaStream_t>(mgpu::Stream::current(a.device()).handle());
   MGPU_CUBLAS_CHECK(cublasSetStream(handle, stream));
   const float alpha = 1.0f, beta = 0.0f;
