@@ -100,7 +100,7 @@ int main(int argc, char** argv) {
     if (mgpu::cuda_available()) devices.push_back("cuda");
   }
   try {
-    std::printf("training step = forward + cross-entropy + backward + SGD(lr 0.05, momentum 0.9);"
+    std::printf("training step = forward + cross-entropy + backward + SGD(lr 0.01, momentum 0.9);"
                 " median of %d steps after %d warm-up steps\n", reps, warmup);
     std::printf("%-5s %-28s %7s %10s %12s %10s\n", "model", "device", "batch", "step_ms",
                 "samples/s", "GFLOP/s");
@@ -114,7 +114,7 @@ int main(int argc, char** argv) {
           nn::manual_seed(0);
           auto model = make_model(name);
           model->to(device);
-          mgpu::optim::SGD opt(model->parameters(), {0.05, 0.9, 0.0});
+          mgpu::optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0});
           nn::CrossEntropyLoss loss_fn;
           Tensor x = Tensor::empty({batch, 1, 28, 28}, mgpu::DType::f32, device);
           mgpu::normal_(x, 1);

@@ -161,7 +161,7 @@ def main():
     p.add_argument("--device", action="append", help="cpu, cuda, cuda:1 (repeatable)")
     p.add_argument("--model", action="append", choices=["mlp", "cnn"], help="repeatable")
     p.add_argument("--batch-size", action="append", type=int, help="repeatable (bench default 256, train 64)")
-    p.add_argument("--lr", type=float, default=0.05)
+    p.add_argument("--lr", type=float, default=0.01)
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)

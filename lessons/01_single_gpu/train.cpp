@@ -32,7 +32,7 @@ struct Options {
   std::string data = data::FashionMNIST::kDefaultDir;
   int epochs = 10;
   std::int64_t batch_size = 64;
-  double lr = 0.05;
+  double lr = 0.01;
   double momentum = 0.9;
   double weight_decay = 0.0;
   std::uint64_t seed = 0;
@@ -96,6 +96,7 @@ int run(const Options& opt) {
   std::string mapping = mgpu::describe_mapping({device});
   if (!mapping.empty() && mapping.back() == '\n') mapping.pop_back();
   std::printf("lesson 01: training on one device\n%s\n", mapping.c_str());
+  std::fflush(stdout);
 
   // Step 0) data: the training set shuffled every epoch, the test set in order.
   auto train_set = data::open_dataset(opt.data, data::Split::train, opt.seed);

@@ -24,10 +24,11 @@
 
 namespace mgpu::data {
 
+/// How a DataLoader batches and where it delivers.
 struct DataLoaderOptions {
-  std::int64_t batch_size = 64;
-  bool shuffle = true;
-  std::uint64_t seed = 0;
+  std::int64_t batch_size = 64;  ///< samples per batch (the last may be smaller)
+  bool shuffle = true;           ///< a new order every epoch (without a sampler)
+  std::uint64_t seed = 0;        ///< seed of the shuffle
   /// Drop the last, smaller batch (keeps every step the same size).
   bool drop_last = false;
   /// Where batches are delivered.
@@ -43,6 +44,7 @@ struct Batch {
   std::int64_t index = 0;  ///< position of the batch in its epoch
 };
 
+/// Batches of a dataset, prepared ahead by a background thread (see the file comment).
 class DataLoader {
  public:
   /// Visits `dataset` in the order of `sampler`, or of RandomSampler(size, shuffle, seed)
@@ -58,10 +60,13 @@ class DataLoader {
   /// The next batch of the current epoch; false at its end.
   bool next(Batch& batch);
 
+  /// Batches per epoch.
   std::int64_t num_batches() const;
   /// Samples visited per epoch (after drop_last).
   std::int64_t num_samples() const;
+  /// The dataset batches are drawn from.
   const Dataset& dataset() const { return *dataset_; }
+  /// The options it was built with.
   const DataLoaderOptions& options() const { return options_; }
   /// Seconds next() spent waiting for the prefetch thread in the current epoch: the
   /// "data wait" of a training step. Near zero when loading keeps up with training.

@@ -20,9 +20,11 @@ enum class Split { train, test };
 class Dataset {
  public:
   virtual ~Dataset() = default;
+  /// Number of samples.
   virtual std::int64_t size() const = 0;
   /// Shape of one sample, e.g. {1, 28, 28}.
   virtual Shape sample_shape() const = 0;
+  /// Labels are 0 .. num_classes() - 1.
   virtual std::int64_t num_classes() const = 0;
   /// Writes sample i's features (shape_numel(sample_shape()) floats) and returns its label.
   virtual std::int64_t get(std::int64_t i, float* features) const = 0;
@@ -37,8 +39,9 @@ class FashionMNIST : public Dataset {
  public:
   /// Where Debian's dataset-fashion-mnist package puts the files.
   static constexpr const char* kDefaultDir = "/usr/share/datasets/fashion-mnist";
-  static constexpr float kMean = 0.2860f;
-  static constexpr float kStd = 0.3530f;
+  static constexpr float kMean = 0.2860f;  ///< mean pixel of the training set, in [0, 1]
+  static constexpr float kStd = 0.3530f;   ///< standard deviation of its pixels
+  /// The names of labels 0..9.
   static const std::array<const char*, 10> kClassNames;
 
   /// Reads {train,t10k}-{images-idx3,labels-idx1}-ubyte[.gz] from `dir`. A missing folder
@@ -63,6 +66,8 @@ class FashionMNIST : public Dataset {
 /// train and test splits share prototypes and differ in their samples.
 class SyntheticDataset : public Dataset {
  public:
+  /// `size` samples of `sample_shape` in `num_classes` classes; `noise` is the half-width
+  /// of the uniform noise added to the prototypes (whose values are in [-1, 1]).
   SyntheticDataset(std::int64_t size, Shape sample_shape = {1, 28, 28},
                    std::int64_t num_classes = 10, std::uint64_t seed = 0,
                    Split split = Split::train, float noise = 1.0f);

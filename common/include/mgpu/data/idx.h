@@ -14,7 +14,7 @@ namespace mgpu::data {
 
 /// The contents of an unsigned-byte IDX file.
 struct IdxArray {
-  std::vector<std::int64_t> dims;
+  std::vector<std::int64_t> dims;    ///< size of each dimension, outermost first
   std::vector<std::uint8_t> values;  ///< product(dims) bytes, row-major
 };
 

@@ -23,6 +23,7 @@ class Sampler {
 /// 0..n-1 in order, or shuffled by (seed, epoch).
 class RandomSampler : public Sampler {
  public:
+  /// Indices 0..n-1; shuffled per epoch by `seed` when `shuffle`.
   RandomSampler(std::int64_t n, bool shuffle, std::uint64_t seed)
       : n_(n), shuffle_(shuffle), seed_(seed) {}
   std::vector<std::int64_t> indices(std::int64_t epoch) const override;

@@ -16,6 +16,7 @@ class ReLU : public Module {
   std::string describe() const override { return "ReLU()"; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   ReLU(const ReLU&) = default;
   void clear_saved_self() override { saved_.clear(); }
 
@@ -33,6 +34,7 @@ class Flatten : public Module {
   std::string describe() const override { return "Flatten()"; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   Flatten(const Flatten&) = default;
   void clear_saved_self() override { saved_.clear(); }
 

@@ -21,19 +21,30 @@ class BatchNorm : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::string describe() const override;
 
+  /// C, the number of channels.
   std::int64_t num_features() const { return features_; }
+  /// Added to the variance before the square root.
   double eps() const { return eps_; }
+  /// Weight of the new batch in the running statistics.
   double momentum() const { return momentum_; }
+  /// Whether there is a learned scale and shift.
   bool affine() const { return affine_; }
+  /// gamma [C]; throws when affine is false.
   Parameter& weight();
+  /// beta [C]; throws when affine is false.
   Parameter& bias();
+  /// Running mean [C] (buffer "running_mean").
   Tensor& running_mean() { return buffer_at(0); }
+  /// Running unbiased variance [C] (buffer "running_var").
   Tensor& running_var() { return buffer_at(1); }
+  /// Training forwards so far, an i64 scalar (buffer "num_batches_tracked").
   Tensor& num_batches_tracked() { return buffer_at(2); }
 
  protected:
+  /// `kind` names the layer in messages; inputs have min_dims..max_dims dimensions.
   BatchNorm(const char* kind, int min_dims, int max_dims, std::int64_t num_features,
             double eps, double momentum, bool affine);
+  /// Copies everything (clone() then drops the saved contexts).
   BatchNorm(const BatchNorm&) = default;
   void clear_saved_self() override { saved_.clear(); }
   /// Throws unless x has C = num_features channels and an accepted rank.
@@ -57,24 +68,28 @@ class BatchNorm : public Module {
 /// Input [N, C] or [N, C, L].
 class BatchNorm1d : public BatchNorm {
  public:
+  /// num_features channels; eps, momentum and affine as in PyTorch.
   explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
       : BatchNorm("BatchNorm1d", 2, 3, num_features, eps, momentum, affine) {}
   std::shared_ptr<Module> clone() const override;
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   BatchNorm1d(const BatchNorm1d&) = default;
 };
 
 /// Input [N, C, H, W].
 class BatchNorm2d : public BatchNorm {
  public:
+  /// num_features channels; eps, momentum and affine as in PyTorch.
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
       : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine) {}
   std::shared_ptr<Module> clone() const override;
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   BatchNorm2d(const BatchNorm2d&) = default;
 };
 

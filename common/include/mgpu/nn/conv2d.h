@@ -16,6 +16,8 @@ namespace mgpu::nn {
 /// same GEMMs transposed and folds the patch gradients back onto the image (col2im).
 class Conv2d : public Module {
  public:
+  /// Weight [C_out, C_in, k, k] and bias [C_out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
+  /// fan_in = C_in*k*k, as in PyTorch.
   Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
          std::int64_t stride = 1, std::int64_t padding = 0, bool bias = true);
 
@@ -24,11 +26,15 @@ class Conv2d : public Module {
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
+  /// The filters [C_out, C_in, k, k].
   Parameter& weight() { return parameter_at(weight_); }
+  /// b [C_out]; throws when built without a bias.
   Parameter& bias();
+  /// Whether the layer has a bias.
   bool has_bias() const { return has_bias_; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   Conv2d(const Conv2d&) = default;
   void clear_saved_self() override { saved_.clear(); }
 

@@ -21,13 +21,17 @@ class Dropout : public Module {
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
+  /// Probability of zeroing an element.
   double p() const { return p_; }
+  /// The seed the masks derive from.
   std::uint64_t seed() const { return seed_; }
   /// Training forwards so far (the counter that picks the next mask).
   std::uint64_t calls() const { return calls_; }
+  /// Rewinds or restores the counter (checkpoints; gradient checks).
   void set_calls(std::uint64_t calls) { calls_ = calls; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   Dropout(const Dropout&) = default;
   void clear_saved_self() override { saved_.clear(); }
 

@@ -17,9 +17,16 @@ namespace mgpu::nn {
 // ---- convolution helpers ---------------------------------------------------------------
 /// The sizes of one convolution (square kernel, zero padding).
 struct ConvGeometry {
-  std::int64_t batch = 0, channels = 0, height = 0, width = 0;
-  std::int64_t kernel = 1, stride = 1, padding = 0;
+  std::int64_t batch = 0;     ///< N
+  std::int64_t channels = 0;  ///< C (input channels)
+  std::int64_t height = 0;    ///< H
+  std::int64_t width = 0;     ///< W
+  std::int64_t kernel = 1;    ///< k (the kernel is k x k)
+  std::int64_t stride = 1;    ///< step between patches
+  std::int64_t padding = 0;   ///< zeros added on every side
+  /// H_out = (H + 2p - k) / s + 1.
   constexpr std::int64_t out_height() const { return (height + 2 * padding - kernel) / stride + 1; }
+  /// W_out = (W + 2p - k) / s + 1.
   constexpr std::int64_t out_width() const { return (width + 2 * padding - kernel) / stride + 1; }
   // constexpr: CUDA kernels call these too (the build passes --expt-relaxed-constexpr).
   /// Rows of the unrolled matrix: one per output position of every image.

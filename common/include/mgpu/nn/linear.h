@@ -8,6 +8,7 @@
 
 namespace mgpu::nn {
 
+/// Fully connected layer, PyTorch's nn.Linear.
 class Linear : public Module {
  public:
   /// weight [out, in] and bias [out], both U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
@@ -20,13 +21,19 @@ class Linear : public Module {
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
+  /// W [out, in].
   Parameter& weight() { return parameter_at(weight_); }
+  /// b [out]; throws when built without a bias.
   Parameter& bias();
+  /// Whether the layer has a bias.
   bool has_bias() const { return has_bias_; }
+  /// Input features.
   std::int64_t in_features() const { return in_; }
+  /// Output features.
   std::int64_t out_features() const { return out_; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   Linear(const Linear&) = default;
   void clear_saved_self() override { saved_.clear(); }
 

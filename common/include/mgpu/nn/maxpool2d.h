@@ -21,6 +21,7 @@ class MaxPool2d : public Module {
   std::string describe() const override;
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   MaxPool2d(const MaxPool2d&) = default;
   void clear_saved_self() override { saved_.clear(); }
 

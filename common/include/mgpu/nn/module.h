@@ -20,6 +20,7 @@
 
 namespace mgpu::nn {
 
+/// The base of every layer and model: see the file comment.
 class Module {
  public:
   virtual ~Module() = default;
@@ -39,11 +40,13 @@ class Module {
   /// Every parameter of this module and its children, depth first, own ones first
   /// (PyTorch's order), with its dotted name.
   std::vector<std::pair<std::string, Parameter*>> named_parameters();
+  /// The same parameters without their names.
   std::vector<Parameter*> parameters();
   /// Every buffer (running statistics and counters: state that is not trained).
   std::vector<std::pair<std::string, Tensor*>> named_buffers();
   /// The parameter or buffer with this dotted name; throws listing the names if none.
   Parameter& parameter(const std::string& dotted_name);
+  /// The buffer with this dotted name; throws listing the names if none.
   Tensor& buffer(const std::string& dotted_name);
   /// Children in registration order, with their local names.
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
@@ -55,7 +58,9 @@ class Module {
   /// Training mode (the default) or evaluation mode, for this module and its children.
   /// Dropout and BatchNorm behave differently; in eval mode forward keeps nothing.
   void train(bool on = true);
+  /// Evaluation mode: train(false).
   void eval() { train(false); }
+  /// True in training mode.
   bool is_training() const { return training_; }
 
   /// Moves parameters, gradients and buffers to `device` (and forgets saved activations).
@@ -64,6 +69,7 @@ class Module {
   Module& to(DType dtype);
   /// The device of the parameters (cpu:0 for a module that has none and was never moved).
   const Device& device() const { return device_; }
+  /// The dtype of the floating parameters (f32 unless converted with to(DType)).
   DType dtype() const { return dtype_; }
 
   /// grad <- 0 for every parameter.
@@ -81,13 +87,19 @@ class Module {
 
   /// Registers a parameter under `name` and returns its index for parameter_at().
   std::size_t register_parameter(const std::string& name, Tensor value, bool requires_grad = true);
+  /// Registers a buffer (state that is not trained) and returns its index for buffer_at().
   std::size_t register_buffer(const std::string& name, Tensor value);
   /// Adds a child; its parameters' names get the prefix "name.".
   void register_module(const std::string& name, std::shared_ptr<Module> child);
 
+  /// This module's own parameter number i (registration order). Layers keep indices, not
+  /// pointers, so that a clone refers to its own parameters.
   Parameter& parameter_at(std::size_t i) { return *params_.at(i).second; }
+  /// This module's own buffer number i.
   Tensor& buffer_at(std::size_t i) { return buffers_.at(i).second; }
+  /// Child number i.
   std::shared_ptr<Module>& child_at(std::size_t i) { return children_.at(i).second; }
+  /// Number of children.
   std::size_t num_children() const { return children_.size(); }
 
   /// Hook for layers that keep forward contexts: drop them.
@@ -114,14 +126,17 @@ class Module {
 template <typename Ctx>
 class SavedContexts {
  public:
+  /// More saved forwards than this is a bug in the caller, not a deep pipeline.
   static constexpr std::size_t kMaxSaved = 256;
 
+  /// Saves the context of a forward of `layer` (named in the error messages).
   void push(const std::string& layer, Ctx ctx) {
     MGPU_CHECK(stack_.size() < kMaxSaved, layer, ": ", kMaxSaved,
                " forwards in training mode without a backward; call model.eval() before "
                "evaluating, or clear_saved() after a forward you will not backpropagate");
     stack_.push_back(std::move(ctx));
   }
+  /// Takes back the most recent context; throws when there is none.
   Ctx pop(const std::string& layer) {
     MGPU_CHECK(!stack_.empty(), layer,
                ": backward called without a matching forward in training mode (forward in "
@@ -130,7 +145,9 @@ class SavedContexts {
     stack_.pop_back();
     return c;
   }
+  /// Drops every saved context.
   void clear() { stack_.clear(); }
+  /// Number of saved contexts.
   std::size_t size() const { return stack_.size(); }
 
  private:
@@ -140,7 +157,9 @@ class SavedContexts {
 /// Runs children one after another; backward runs them in reverse.
 class Sequential : public Module {
  public:
+  /// An empty Sequential; add() layers.
   Sequential() = default;
+  /// The layers in order, named "0", "1", ...
   explicit Sequential(std::vector<std::shared_ptr<Module>> layers);
   /// Appends a layer named by its position ("0", "1", ...).
   Sequential& add(std::shared_ptr<Module> layer);
@@ -150,11 +169,15 @@ class Sequential : public Module {
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override { return "Sequential"; }
 
+  /// Number of layers.
   std::size_t size() const { return num_children(); }
+  /// Layer i.
   Module& operator[](std::size_t i) { return *child_at(i); }
+  /// Layer i, shared.
   std::shared_ptr<Module> at(std::size_t i) { return child_at(i); }
 
  protected:
+  /// Copies everything (clone() deep-copies the children through Module's copy).
   Sequential(const Sequential& other) = default;
 };
 

@@ -21,12 +21,16 @@ class Parameter {
   /// Called with the parameter the moment its gradient for the current backward is final.
   using GradReadyHook = std::function<void(Parameter&)>;
 
+  /// A parameter named `name` (the local name; a parent module prefixes it) holding
+  /// `value`, with a zero gradient when requires_grad.
   Parameter(std::string name, Tensor value, bool requires_grad = true);
 
+  /// The trainable values.
   Tensor value;
   /// Same shape, dtype and device as `value`; undefined when requires_grad is false.
   Tensor grad;
 
+  /// False for a frozen parameter: no gradient, no hooks, optimizers skip it.
   bool requires_grad() const { return requires_grad_; }
   /// Freezing drops the gradient; unfreezing allocates a zero one.
   void set_requires_grad(bool on);
@@ -37,6 +41,7 @@ class Parameter {
 
   /// Registers `hook`; returns a handle for remove_grad_ready_hook().
   std::size_t add_grad_ready_hook(GradReadyHook hook);
+  /// Unregisters a hook; throws for an unknown handle.
   void remove_grad_ready_hook(std::size_t handle);
   /// Number of hooks registered now.
   std::size_t num_grad_ready_hooks() const { return hooks_.size(); }

@@ -6,12 +6,13 @@
 
 namespace mgpu::optim {
 
+/// AdamW's hyper-parameters (PyTorch's defaults).
 struct AdamWOptions {
-  double lr = 1e-3;
-  double beta1 = 0.9;
-  double beta2 = 0.999;
-  double eps = 1e-8;
-  double weight_decay = 1e-2;
+  double lr = 1e-3;            ///< learning rate
+  double beta1 = 0.9;          ///< decay of the first moment (mean of g)
+  double beta2 = 0.999;        ///< decay of the second moment (mean of g^2)
+  double eps = 1e-8;           ///< added to the denominator
+  double weight_decay = 1e-2;  ///< decoupled: p *= 1 - lr * weight_decay
 };
 
 /// For each parameter p with gradient g, at step t = 1, 2, ...:
@@ -22,9 +23,11 @@ struct AdamWOptions {
 /// State per parameter: "exp_avg" (m), "exp_avg_sq" (v), "step" (t, an i64 scalar on the host).
 class AdamW : public Optimizer {
  public:
+  /// Updates `params` with `options`.
   AdamW(std::vector<nn::Parameter*> params, AdamWOptions options);
   void step() override;
   std::string describe() const override;
+  /// The hyper-parameters (lr() may have changed since).
   const AdamWOptions& options() const { return options_; }
 
  protected:

@@ -17,6 +17,7 @@ namespace mgpu::optim {
 /// save it and load it back bit for bit.
 class Optimizer {
  public:
+  /// Updates `params` (their names must differ) with learning rate `lr`.
   Optimizer(std::vector<nn::Parameter*> params, double lr);
   virtual ~Optimizer() = default;
   Optimizer(const Optimizer&) = delete;
@@ -29,9 +30,11 @@ class Optimizer {
   /// grad <- 0 for every parameter.
   void zero_grad();
 
+  /// The learning rate.
   double lr() const { return lr_; }
   /// For learning-rate schedules.
   void set_lr(double lr) { lr_ = lr; }
+  /// The parameters, in the order given.
   const std::vector<nn::Parameter*>& params() const { return params_; }
 
   /// Every state tensor by name. Empty until the first step() creates it.

@@ -6,10 +6,11 @@
 
 namespace mgpu::optim {
 
+/// SGD's hyper-parameters.
 struct SGDOptions {
-  double lr = 0.01;
-  double momentum = 0.0;
-  double weight_decay = 0.0;
+  double lr = 0.01;            ///< learning rate
+  double momentum = 0.0;       ///< 0: plain SGD
+  double weight_decay = 0.0;   ///< L2 penalty, added to the gradient
 };
 
 /// For each parameter p with gradient g (PyTorch's torch.optim.SGD, dampening 0, no Nesterov):
@@ -20,9 +21,11 @@ struct SGDOptions {
 /// State per parameter: "momentum_buffer" (only when momentum is not 0).
 class SGD : public Optimizer {
  public:
+  /// Updates `params` with `options`.
   SGD(std::vector<nn::Parameter*> params, SGDOptions options);
   void step() override;
   std::string describe() const override;
+  /// The hyper-parameters (lr() may have changed since).
   const SGDOptions& options() const { return options_; }
 
  protected:
