@@ -1,5 +1,8 @@
 // The Catch2 runner of multi-rank test binaries, started under mpirun (or alone: a world
 // of 1). Every rank runs the same test cases in the same order, so their collectives match.
+//  - A test case passes only if it passes on every rank: after each case the ranks combine
+//    their outcomes (a listener, below), so rank 0's report - the one graders read - marks
+//    a case failed when any rank failed it, with that rank's failures in the case's output.
 //  - A test binary passes only if every rank passes: the ranks' results are combined with
 //    MPI_Allreduce and every rank exits with the same code.
 //  - Rank 0's reporter writes to stdout as usual; the other ranks' reporter output goes to
@@ -27,18 +30,10 @@
 
 namespace {
 
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream ss;
-  ss << in.rdbuf();
-  return ss.str();
-}
-
-// Rank 0 receives the text of every rank that failed and prints it line by line with the
-// rank in front, in rank order.
-void print_failed_ranks(const std::string& mine, bool failed) {
+// Gathers every rank's `text` on rank 0, in rank order (empty elsewhere).
+std::vector<std::string> gather_text(const std::string& text) {
   int rank = mgpu::dist::rank(), size = mgpu::dist::world_size();
-  int len = failed ? static_cast<int>(mine.size()) : 0;
+  int len = static_cast<int>(text.size());
   std::vector<int> lens(size), offsets(size, 0);
   MPI_Gather(&len, 1, MPI_INT, lens.data(), 1, MPI_INT, 0, MPI_COMM_WORLD);
   int total = 0;
@@ -47,15 +42,85 @@ void print_failed_ranks(const std::string& mine, bool failed) {
     total += lens[r];
   }
   std::vector<char> all(static_cast<std::size_t>(total) + 1);
-  MPI_Gatherv(failed ? mine.data() : nullptr, len, MPI_CHAR, all.data(), lens.data(),
-              offsets.data(), MPI_CHAR, 0, MPI_COMM_WORLD);
-  if (rank != 0) return;
-  for (int r = 1; r < size; ++r) {
-    if (lens[r] == 0) continue;
-    std::istringstream text(std::string(all.data() + offsets[r], lens[r]));
+  MPI_Gatherv(text.data(), len, MPI_CHAR, all.data(), lens.data(), offsets.data(), MPI_CHAR, 0,
+              MPI_COMM_WORLD);
+  std::vector<std::string> out;
+  if (rank == 0)
+    for (int r = 0; r < size; ++r) out.emplace_back(all.data() + offsets[r], lens[r]);
+  return out;
+}
+
+// After each test case, every rank learns whether any rank failed it. Every rank runs the
+// same cases in the same order, so these collectives pair up like the tests' own. A case
+// that failed elsewhere is marked failed here too, before the reporter sees it (listeners
+// run first), and rank 0 adds the other ranks' failures to the case's captured output.
+class AllRanksListener : public Catch::TestEventListenerBase {
+ public:
+  using TestEventListenerBase::TestEventListenerBase;
+
+  void testCaseStarting(const Catch::TestCaseInfo& info) override {
+    failures_.clear();
+    TestEventListenerBase::testCaseStarting(info);
+  }
+
+  bool assertionEnded(const Catch::AssertionStats& stats) override {
+    const Catch::AssertionResult& r = stats.assertionResult;
+    if (r.isOk()) return true;
+    std::ostringstream os;
+    os << "[rank " << mgpu::dist::rank() << "] " << r.getSourceInfo().file << ":"
+       << r.getSourceInfo().line << ": FAILED";
+    if (r.hasExpression()) os << ": " << r.getExpressionInMacro();
+    if (r.hasExpandedExpression()) os << " with expansion: " << r.getExpandedExpression();
+    if (r.hasMessage()) os << " (" << r.getMessage() << ")";
+    for (const auto& info : stats.infoMessages) os << " [" << info.message << "]";
+    failures_ += os.str() + "\n";
+    return true;
+  }
+
+  void testCaseEnded(const Catch::TestCaseStats& stats) override {
+    int failed_here = stats.totals.assertions.failed > 0 ? 1 : 0, failed_anywhere = 0;
+    MPI_Allreduce(&failed_here, &failed_anywhere, 1, MPI_INT, MPI_MAX, MPI_COMM_WORLD);
+    std::vector<std::string> texts = gather_text(failed_here ? failures_ : std::string());
+    if (failed_anywhere && !failed_here) {
+      // The stats object is the run's temporary, not a const object: marking it is defined.
+      auto& totals = const_cast<Catch::Totals&>(stats.totals);
+      totals.assertions.failed += 1;
+      totals.testCases.failed = 1;
+      totals.testCases.passed = 0;
+    }
+    std::string others;
+    for (std::size_t r = 1; r < texts.size(); ++r) others += texts[r];
+    if (!others.empty()) const_cast<std::string&>(stats.stdOut) += others;
+    TestEventListenerBase::testCaseEnded(stats);
+  }
+
+ private:
+  std::string failures_;
+};
+
+}  // namespace
+
+CATCH_REGISTER_LISTENER(AllRanksListener)
+
+namespace {
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream ss;
+  ss << in.rdbuf();
+  return ss.str();
+}
+
+// Rank 0 prints the report of every other rank that failed, each line prefixed with its
+// rank, in rank order.
+void print_failed_ranks(const std::string& mine, bool failed) {
+  std::vector<std::string> texts = gather_text(failed ? mine : std::string());
+  for (std::size_t r = 1; r < texts.size(); ++r) {
+    if (texts[r].empty()) continue;
+    std::istringstream text(texts[r]);
     std::string line;
-    std::printf("\n[rank %d] ---- this rank failed; its report follows ----\n", r);
-    while (std::getline(text, line)) std::printf("[rank %d] %s\n", r, line.c_str());
+    std::printf("\n[rank %zu] ---- this rank failed; its report follows ----\n", r);
+    while (std::getline(text, line)) std::printf("[rank %zu] %s\n", r, line.c_str());
   }
   std::fflush(stdout);
 }
