@@ -62,7 +62,6 @@ TEST_CASE("CUDA cast matches the CPU for every pair of dtypes", "[gpu][ops][cast
   for (std::int64_t n : sizes()) {
     // Values spanning f16 overflow and the i32 range, plus the special values.
     Tensor src64 = random_tensor({n + 6}, DType::f64, -1e10, 1e10);
-    if (n >= 1) scale_(src64, 1.0);
     double* p = src64.data<double>();
     const double specials[6] = {nan, inf, -inf, 0.5, -2.5, 65520.0};
     for (int i = 0; i < 6; ++i) p[n + i] = specials[i];
