@@ -46,7 +46,7 @@ struct MemoryStats {
 MemoryStats memory_stats(const Device& d);
 /// Sets peak_allocated to the current allocated value.
 void reset_peak_memory(const Device& d);
-/// Returns every cached, unused CUDA block to the driver (cudaFree).
+/// Returns every cached, unused block to the system (cudaFree on GPUs, free on the host).
 void empty_cache();
 
 }  // namespace mgpu

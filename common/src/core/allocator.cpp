@@ -35,6 +35,50 @@ void count_free(const Device& d, std::size_t bytes) {
   stats_of(d).allocated -= bytes;
 }
 
+// Host blocks of 64 KiB and more are cached too: glibc serves them with mmap, so a fresh
+// one page-faults on first touch, and a training step that allocates its activations anew
+// would pay that every step. Small blocks go straight to malloc, which already pools them.
+constexpr std::size_t kHostCacheMin = 64u << 10;
+constexpr std::size_t kHostCacheMax = 1u << 30;  // beyond this many cached bytes, free instead
+std::mutex host_cache_mutex;
+std::multimap<std::size_t, void*> host_free_blocks;
+std::size_t host_cached_bytes = 0;
+
+std::size_t host_block_size(std::size_t bytes) {
+  const std::size_t rounded = (bytes + 63) / 64 * 64;  // 64 B: a cache line
+  if (rounded < kHostCacheMin) return rounded ? rounded : 64;
+  const std::size_t page = 4096;
+  return (rounded + page - 1) / page * page;
+}
+
+void* host_alloc(std::size_t size) {
+  if (size >= kHostCacheMin) {
+    std::lock_guard<std::mutex> lock(host_cache_mutex);
+    auto it = host_free_blocks.find(size);
+    if (it != host_free_blocks.end()) {
+      void* p = it->second;
+      host_free_blocks.erase(it);
+      host_cached_bytes -= size;
+      return p;
+    }
+  }
+  void* p = std::aligned_alloc(64, size);
+  if (!p) throw std::bad_alloc();
+  return p;
+}
+
+void host_free(void* p, std::size_t size) {
+  if (size >= kHostCacheMin) {
+    std::lock_guard<std::mutex> lock(host_cache_mutex);
+    if (host_cached_bytes + size <= kHostCacheMax) {
+      host_free_blocks.emplace(size, p);
+      host_cached_bytes += size;
+      return;
+    }
+  }
+  std::free(p);
+}
+
 #ifdef MGPU_WITH_CUDA
 // A freed block waits in the cache until it is handed out again. Work still queued on the
 // device's streams may use it, so the free records an event on both streams of the
@@ -157,9 +201,7 @@ Storage::Storage(Device device, std::size_t bytes, bool pinned) : device_(device
 #endif
     if (!pinned_) {
       // 64-byte alignment: a cache line, and enough for any vector load.
-      const std::size_t rounded = (bytes + 63) / 64 * 64;
-      ptr_ = std::aligned_alloc(64, rounded ? rounded : 64);
-      if (!ptr_) throw std::bad_alloc();
+      ptr_ = host_alloc(host_block_size(bytes));
     }
   } else {
 #ifdef MGPU_WITH_CUDA
@@ -181,7 +223,7 @@ Storage::~Storage() {
       return;
     }
 #endif
-    std::free(ptr_);
+    host_free(ptr_, host_block_size(bytes_));
   } else {
 #ifdef MGPU_WITH_CUDA
     try {
@@ -205,6 +247,12 @@ void reset_peak_memory(const Device& d) {
 }
 
 void empty_cache() {
+  {
+    std::lock_guard<std::mutex> lock(host_cache_mutex);
+    for (auto& kv : host_free_blocks) std::free(kv.second);
+    host_free_blocks.clear();
+    host_cached_bytes = 0;
+  }
 #ifdef MGPU_WITH_CUDA
   std::lock_guard<std::mutex> lock(cache_mutex);
   for (auto& [gpu, c] : caches) {
