@@ -1,0 +1,10 @@
+/// @file all.h
+/// @brief Everything of mgpu::parallel: DDP, its Reducer and buckets, comm hooks, samplers.
+#pragma once
+
+#include "mgpu/parallel/bucket_assignment.h"
+#include "mgpu/parallel/comm_hook.h"
+#include "mgpu/parallel/ddp.h"
+#include "mgpu/parallel/distributed_sampler.h"
+#include "mgpu/parallel/module_sync.h"
+#include "mgpu/parallel/reducer.h"

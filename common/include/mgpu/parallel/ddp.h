@@ -1,0 +1,139 @@
+/// @file ddp.h
+/// @brief DistributedDataParallel: data parallelism across ranks, one model replica each
+/// (torch.nn.parallel.DistributedDataParallel).
+///
+/// Each rank runs the whole model on its own share of the batch. Construction checks that
+/// every rank built the same model and copies rank 0's weights to all; from then on each
+/// backward averages the gradients across ranks, bucket by bucket, while backward is still
+/// running. Every rank then takes the same optimizer step and the replicas stay identical.
+///
+///     auto model = std::make_shared<nn::Sequential>(...);  model->to(device);
+///     parallel::DistributedDataParallel ddp(model, dist::default_group());
+///     Tensor logits = ddp.forward(x);               // buffers from rank 0, hooks armed
+///     loss.forward(logits, y);
+///     ddp.backward(loss.backward());                // gradients averaged over ranks
+///     optimizer.step();
+///
+/// Where we differ from PyTorch: there is no autograd graph, so DDP has a backward() that
+/// runs the wrapped module's backward and then finishes the reduction; unused parameters
+/// are found at the end of backward, not after forward; buckets keep the order computed
+/// at construction (PyTorch rebuilds them once, in the order gradients arrived in the
+/// first step).
+#pragma once
+
+#include <cstddef>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/dist/process_group.h"
+#include "mgpu/nn/module.h"
+#include "mgpu/parallel/bucket_assignment.h"
+#include "mgpu/parallel/comm_hook.h"
+#include "mgpu/parallel/reducer.h"
+
+namespace mgpu::parallel {
+
+/// The bucket assignment function DDP uses (compute_bucket_assignment_by_size's signature).
+using BucketAssignFn = std::function<std::vector<std::vector<std::size_t>>(
+    const std::vector<GradSpec>&, const std::vector<std::size_t>&)>;
+/// Builds the Reducer DDP uses.
+using ReducerFactory = std::function<std::unique_ptr<Reducer>(
+    std::vector<nn::Parameter*>, std::vector<std::vector<std::size_t>>, dist::ProcessGroup&,
+    ReducerOptions)>;
+
+struct DDPOptions {
+  /// Cap of every bucket but the first, in MiB (PyTorch's bucket_cap_mb).
+  double bucket_cap_mb = 25.0;
+  /// Cap of the first bucket, in MiB (PyTorch: 1 MiB, fixed), so communication starts early.
+  double first_bucket_cap_mb = 1.0;
+  /// Broadcast rank 0's buffers (BatchNorm running statistics) before every forward.
+  bool broadcast_buffers = true;
+  /// See ReducerOptions::find_unused_parameters.
+  bool find_unused_parameters = false;
+  /// Lesson 05 plugs in its own pieces here; empty means the library's own.
+  BucketAssignFn assign_buckets;
+  ReducerFactory make_reducer;
+};
+
+/// When the phases of the last step happened (clock_s() seconds), for traces and benches.
+struct StepTimeline {
+  double forward_begin = 0, forward_end = 0;
+  double backward_begin = 0;
+  double backward_end = 0;   ///< the wrapped module's backward returned
+  double reduce_end = 0;     ///< finalize_backward returned: gradients averaged
+  bool synchronized = false; ///< false under no_sync()
+  std::vector<BucketTiming> buckets;
+};
+
+class DistributedDataParallel : public nn::Module {
+ public:
+  /// Wraps `module` (already on this rank's device). A collective: every rank constructs
+  /// its DDP at the same point. Throws on every rank when the ranks' models differ.
+  /// The module is registered as the child "module", so parameter names gain the prefix
+  /// "module." as in PyTorch (save ddp.module()'s state to get the plain names).
+  DistributedDataParallel(std::shared_ptr<nn::Module> module, dist::ProcessGroup& group,
+                          DDPOptions options = {});
+  ~DistributedDataParallel() override;
+
+  /// Broadcasts buffers (if enabled), arms the reducer (unless under no_sync or in eval
+  /// mode), runs the module's forward.
+  Tensor forward(const Tensor& x) override;
+  /// The module's backward, then the end of the reduction: waits for every bucket and
+  /// writes the averaged gradients into param.grad.
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<nn::Module> clone() const override;
+  std::string describe() const override;
+
+  /// The wrapped model.
+  nn::Module& module() { return *module_; }
+  std::shared_ptr<nn::Module> module_ptr() { return module_; }
+  Reducer& reducer() { return *reducer_; }
+  dist::ProcessGroup& process_group() { return group_; }
+  const DDPOptions& options() const { return options_; }
+
+  /// Replaces the default all-reduce of each bucket (e.g. fp16_compress_hook).
+  void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
+  /// Buffers <- rank 0's now (e.g. before evaluating: each rank's BatchNorm statistics
+  /// moved with its own last batch). A collective.
+  void sync_buffers();
+
+  /// While the returned guard lives, forward/backward only accumulate gradients locally:
+  /// no collective for the gradients. The next synchronized backward reduces the sum.
+  ///     { auto guard = ddp.no_sync(); ddp.forward(x1); ...; ddp.backward(g1); }
+  ///     ddp.forward(x2); ...; ddp.backward(g2);   // reduces g1 + g2
+  class NoSyncGuard {
+   public:
+    explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(&ddp), previous_(ddp.require_grad_sync_) {
+      ddp.require_grad_sync_ = false;
+    }
+    ~NoSyncGuard() {
+      if (ddp_) ddp_->require_grad_sync_ = previous_;
+    }
+    NoSyncGuard(NoSyncGuard&& o) noexcept : ddp_(o.ddp_), previous_(o.previous_) { o.ddp_ = nullptr; }
+    NoSyncGuard(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(const NoSyncGuard&) = delete;
+    NoSyncGuard& operator=(NoSyncGuard&&) = delete;
+
+   private:
+    DistributedDataParallel* ddp_;
+    bool previous_;
+  };
+  NoSyncGuard no_sync() { return NoSyncGuard(*this); }
+
+  /// One line per bucket: index, parameters, size. For programs to print.
+  std::string bucket_summary();
+  /// The phases of the last forward/backward.
+  const StepTimeline& last_step() const { return timeline_; }
+
+ private:
+  std::shared_ptr<nn::Module> module_;
+  dist::ProcessGroup& group_;
+  DDPOptions options_;
+  std::unique_ptr<Reducer> reducer_;
+  bool require_grad_sync_ = true;
+  StepTimeline timeline_;
+};
+
+}  // namespace mgpu::parallel

@@ -1,0 +1,120 @@
+// DistributedDataParallel: construction checks, the broadcast from rank 0, forward/backward.
+#include "mgpu/parallel/ddp.h"
+
+#include <cmath>
+#include <cstdio>
+#include <limits>
+#include <sstream>
+
+#include "mgpu/parallel/module_sync.h"
+
+namespace mgpu::parallel {
+
+namespace {
+
+std::size_t mib_to_bytes(double mib, const char* what) {
+  MGPU_CHECK(mib >= 0 && !std::isnan(mib), "DistributedDataParallel: ", what, " = ", mib,
+             " MiB; give a size >= 0 (a huge value puts everything in one bucket)");
+  const double bytes = mib * 1024.0 * 1024.0;
+  if (bytes >= static_cast<double>(std::numeric_limits<std::size_t>::max() / 2))
+    return std::numeric_limits<std::size_t>::max() / 2;
+  return static_cast<std::size_t>(bytes);
+}
+
+}  // namespace
+
+DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
+                                                 dist::ProcessGroup& group, DDPOptions options)
+    : module_(std::move(module)), group_(group), options_(std::move(options)) {
+  MGPU_CHECK(module_ != nullptr, "DistributedDataParallel: the module is null");
+  // Step 1) every rank built the same model? Then rank 0's weights and buffers everywhere.
+  verify_params_across_ranks(*module_, group_);
+  broadcast_module_state(*module_, group_, 0);
+
+  // Step 2) the parameters to synchronize: frozen ones take no part.
+  std::vector<nn::Parameter*> params;
+  std::vector<GradSpec> specs;
+  for (nn::Parameter* p : module_->parameters()) {
+    if (!p->requires_grad()) continue;
+    params.push_back(p);
+    specs.push_back(GradSpec{p->value.nbytes(), p->value.dtype()});
+  }
+  // Step 3) buckets, then the reducer that fills and launches them.
+  const std::vector<std::size_t> limits =
+      bucket_size_limits(mib_to_bytes(options_.first_bucket_cap_mb, "first_bucket_cap_mb"),
+                         mib_to_bytes(options_.bucket_cap_mb, "bucket_cap_mb"));
+  std::vector<std::vector<std::size_t>> buckets =
+      options_.assign_buckets ? options_.assign_buckets(specs, limits)
+                              : compute_bucket_assignment_by_size(specs, limits);
+  ReducerOptions ro;
+  ro.find_unused_parameters = options_.find_unused_parameters;
+  reducer_ = options_.make_reducer
+                 ? options_.make_reducer(std::move(params), std::move(buckets), group_, ro)
+                 : std::make_unique<Reducer>(std::move(params), std::move(buckets), group_, ro);
+  MGPU_CHECK(reducer_ != nullptr, "DistributedDataParallel: make_reducer returned null");
+
+  register_module("module", module_);
+  train(module_->is_training());
+}
+
+DistributedDataParallel::~DistributedDataParallel() = default;
+
+Tensor DistributedDataParallel::forward(const Tensor& x) {
+  timeline_ = StepTimeline{};
+  timeline_.forward_begin = clock_s();
+  // Step 1) the hooks: armed only when this forward's backward will synchronize.
+  if (is_training() && require_grad_sync_) {
+    reducer_->prepare_for_backward();
+    timeline_.synchronized = true;
+  }
+  // Step 2) rank 0's buffers (BatchNorm statistics) before the forward, as PyTorch does.
+  if (options_.broadcast_buffers && group_.size() > 1) broadcast_buffers(*module_, group_, 0);
+  Tensor y = module_->forward(x);
+  timeline_.forward_end = clock_s();
+  return y;
+}
+
+Tensor DistributedDataParallel::backward(const Tensor& grad_out) {
+  timeline_.backward_begin = clock_s();
+  // The hooks fire inside this call, launching buckets while backward goes on.
+  Tensor grad_in = module_->backward(grad_out);
+  timeline_.backward_end = clock_s();
+  reducer_->finalize_backward();
+  timeline_.reduce_end = clock_s();
+  timeline_.buckets = reducer_->timings();
+  return grad_in;
+}
+
+std::shared_ptr<nn::Module> DistributedDataParallel::clone() const {
+  MGPU_FAIL("DistributedDataParallel::clone: a DDP wrapper is tied to its process group and "
+            "hooks; clone ddp.module() and wrap the copy in a new DistributedDataParallel");
+}
+
+std::string DistributedDataParallel::describe() const {
+  std::ostringstream os;
+  os << "DistributedDataParallel(world_size=" << group_.size() << ", backend="
+     << group_.backend_name() << ", buckets=" << reducer_->num_buckets()
+     << ", find_unused_parameters=" << (options_.find_unused_parameters ? "true" : "false")
+     << ")";
+  return os.str();
+}
+
+void DistributedDataParallel::sync_buffers() {
+  if (group_.size() > 1) broadcast_buffers(*module_, group_, 0);
+}
+
+std::string DistributedDataParallel::bucket_summary() {
+  std::ostringstream os;
+  const auto& vars = reducer_->variables();
+  for (std::size_t b = 0; b < reducer_->num_buckets(); ++b) {
+    const auto& idx = reducer_->bucket_variables(b);
+    char size[32];
+    std::snprintf(size, sizeof size, "%.3f MiB", reducer_->bucket_bytes(b) / (1024.0 * 1024.0));
+    os << "bucket " << b << ": " << size << ", " << idx.size() << " parameter(s):";
+    for (std::size_t v : idx) os << " " << vars[v]->name();
+    if (b + 1 < reducer_->num_buckets()) os << "\n";
+  }
+  return os.str();
+}
+
+}  // namespace mgpu::parallel

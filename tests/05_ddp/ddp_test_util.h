@@ -1,0 +1,174 @@
+// Helpers of lesson 05's tests: a toy model with traps, data, a process group that counts
+// the collectives it is asked for, and a way for every rank to agree on a check's outcome.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/dist/dist.h"
+#include "mgpu/nn/all.h"
+#include "mgpu/ops.h"
+#include "mgpu/tensor.h"
+
+namespace ddp_test {
+
+using mgpu::Device;
+using mgpu::DType;
+using mgpu::Shape;
+using mgpu::Tensor;
+namespace nn = mgpu::nn;
+namespace dist = mgpu::dist;
+
+/// The CPU (mpi) group shared by every multi-rank test, created on first use (every rank
+/// runs the same tests in the same order, so every rank creates it at the same point).
+inline dist::ProcessGroup& group() {
+  static std::shared_ptr<dist::ProcessGroup> g = [] {
+    dist::GroupOptions o;
+    o.announce = false;
+    o.timeout_s = 120;  // a learner's bug that hangs a collective fails the test, not the CI job
+    return dist::new_group("mpi", Device::cpu(), o);
+  }();
+  return *g;
+}
+
+/// True on every rank when `ok` is true on every rank: a check all ranks report the same.
+inline bool all_ranks(bool ok) {
+  Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});
+  group().all_reduce(t, dist::ReduceOp::min).wait();
+  return t.to_vector<std::int32_t>()[0] == 1;
+}
+
+/// A model with DDP's classic traps, inputs [N, 6] -> logits [N, 3]:
+///   fc1 (Linear 6->8) -> ReLU -> frozen (Linear 8->8, requires_grad off) -> head (Linear 8->3)
+/// and, when `with_unused`, a Linear 8->3 "unused" registered between frozen and head that
+/// forward never calls. Children are addressed by position, so clone() stays correct.
+class TrapNet : public nn::Module {
+ public:
+  explicit TrapNet(bool with_unused) : with_unused_(with_unused) {
+    register_module("fc1", std::make_shared<nn::Linear>(6, 8));
+    register_module("act", std::make_shared<nn::ReLU>());
+    register_module("frozen", std::make_shared<nn::Linear>(8, 8));
+    if (with_unused) register_module("unused", std::make_shared<nn::Linear>(8, 3));
+    register_module("head", std::make_shared<nn::Linear>(8, 3));
+    for (nn::Parameter* p : child_at(2)->parameters()) p->set_requires_grad(false);
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = child_at(0)->forward(x);
+    h = child_at(1)->forward(h);
+    h = child_at(2)->forward(h);
+    return head().forward(h);
+  }
+  Tensor backward(const Tensor& g) override {
+    Tensor h = head().backward(g);
+    h = child_at(2)->backward(h);
+    h = child_at(1)->backward(h);
+    return child_at(0)->backward(h);
+  }
+  std::shared_ptr<nn::Module> clone() const override {
+    return std::shared_ptr<nn::Module>(new TrapNet(*this));
+  }
+  std::string describe() const override { return "TrapNet"; }
+
+ protected:
+  TrapNet(const TrapNet&) = default;
+
+ private:
+  nn::Module& head() { return *child_at(with_unused_ ? 4 : 3); }
+  bool with_unused_;
+};
+
+/// Byte sizes {100, 100} put TrapNet's head, unused and fc1 in three buckets (in that
+/// order), so launch order and unused parameters matter.
+inline double bytes_to_mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+/// The test data set: N samples of 6 features and labels in {0, 1, 2}, the same on every rank.
+struct ToyData {
+  std::vector<float> x;
+  std::vector<std::int64_t> y;
+  std::int64_t n = 0;
+  explicit ToyData(std::int64_t count, std::uint64_t seed = 7) : n(count) {
+    Tensor t = Tensor::empty({count, 6});
+    mgpu::normal_(t, seed);
+    x = t.to_vector<float>();
+    for (std::int64_t i = 0; i < count; ++i) y.push_back((i * 5 + 1) % 3);
+  }
+  /// The rows `idx` as a batch.
+  void batch(const std::vector<std::int64_t>& idx, Tensor& inputs, Tensor& labels) const {
+    std::vector<float> xs;
+    std::vector<std::int64_t> ys;
+    for (std::int64_t i : idx) {
+      xs.insert(xs.end(), x.begin() + i * 6, x.begin() + (i + 1) * 6);
+      ys.push_back(y[static_cast<std::size_t>(i)]);
+    }
+    const auto b = static_cast<std::int64_t>(idx.size());
+    inputs = Tensor::from_vector(xs, {b, 6});
+    labels = Tensor::from_vector(ys, {b});
+  }
+};
+
+/// Largest |a - b| over two tensors of the same size.
+inline double max_abs_diff(const Tensor& a, const Tensor& b) {
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  if (x.size() != y.size()) return INFINITY;
+  double d = 0;
+  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
+  return d;
+}
+
+/// A ProcessGroup that forwards every op to `inner` and counts them: tests see exactly which
+/// collectives a DDP issued (and can check that no_sync issues none).
+class CountingGroup : public dist::ProcessGroup {
+ public:
+  explicit CountingGroup(dist::ProcessGroup& inner)
+      : dist::ProcessGroup(inner.rank(), inner.size()), inner_(inner) {}
+  std::string backend_name() const override { return inner_.backend_name(); }
+  Device device() const override { return inner_.device(); }
+
+  dist::Work all_reduce(const Tensor& t, dist::ReduceOp op) override {
+    ++collectives;
+    all_reduce_numels.push_back(t.numel());
+    return inner_.all_reduce(t, op);
+  }
+  dist::Work broadcast(const Tensor& t, int root) override {
+    ++collectives;
+    return inner_.broadcast(t, root);
+  }
+  dist::Work reduce(const Tensor& t, int root, dist::ReduceOp op) override {
+    ++collectives;
+    return inner_.reduce(t, root, op);
+  }
+  dist::Work all_gather(const Tensor& out, const Tensor& in) override {
+    ++collectives;
+    return inner_.all_gather(out, in);
+  }
+  dist::Work reduce_scatter(const Tensor& out, const Tensor& in, dist::ReduceOp op) override {
+    ++collectives;
+    return inner_.reduce_scatter(out, in, op);
+  }
+  dist::Work barrier() override {
+    ++collectives;
+    return inner_.barrier();
+  }
+  dist::Work send(const Tensor& t, int dst, int tag) override { return inner_.send(t, dst, tag); }
+  dist::Work recv(const Tensor& t, int src, int tag) override { return inner_.recv(t, src, tag); }
+  dist::Work batch_isend_irecv(const std::vector<dist::P2POp>& ops) override {
+    return inner_.batch_isend_irecv(ops);
+  }
+  void reset() {
+    collectives = 0;
+    all_reduce_numels.clear();
+  }
+
+  int collectives = 0;
+  std::vector<std::int64_t> all_reduce_numels;
+
+ private:
+  dist::ProcessGroup& inner_;
+};
+
+}  // namespace ddp_test
