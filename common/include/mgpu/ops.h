@@ -54,14 +54,16 @@ Tensor relu(const Tensor& x);
 /// grad_out where x > 0, else 0 (the derivative of ReLU, taken at the forward input x).
 Tensor relu_backward(const Tensor& grad_out, const Tensor& x);
 
-// ---- reductions (accumulate in f32 for 16-bit types, in the dtype otherwise) ------------
+// ---- reductions ---------------------------------------------------------------------------
+// CUDA accumulates in f32 for 16-bit types and in the dtype otherwise; the CPU reference
+// accumulates in f64 (more accurate), so compare the two with the per-dtype tolerances.
 /// Sum of all elements: a one-element tensor of shape {} (f32 for 16-bit inputs).
 Tensor sum(const Tensor& x);
 /// Mean of all elements (NaN for an empty tensor, as in PyTorch).
 Tensor mean(const Tensor& x);
-/// Sum along `axis` (negative counts from the end); that dimension is removed.
+/// Sum along `axis` (negative counts from the end); that dimension is removed; x's dtype.
 Tensor sum(const Tensor& x, int axis);
-/// Mean along `axis`; that dimension is removed.
+/// Mean along `axis`; that dimension is removed; x's dtype.
 Tensor mean(const Tensor& x, int axis);
 /// Largest value along the last axis: [..., n] -> [...]. Throws when n == 0.
 Tensor max_last(const Tensor& x);
