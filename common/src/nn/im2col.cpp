@@ -1,6 +1,8 @@
 // im2col / col2im / transpose_inner on the CPU, and the dispatch to their CUDA twins
-// (im2col.cu). col2im gathers (each image element sums the patch entries that copied it)
-// rather than scatters, exactly as the CUDA kernel does, so both add in the same order.
+// (im2col.cu). The CPU's col2im scatters (cache-friendly for one core); the CUDA kernel
+// gathers (no atomics); both add each pixel's terms in the same order.
+#include <algorithm>
+#include <type_traits>
 #include <vector>
 
 #include "dispatch.h"
@@ -25,22 +27,29 @@ void check_geometry(const char* op, const ConvGeometry& g) {
 template <typename T>
 void im2col_cpu(const T* x, T* cols, const ConvGeometry& g) {
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
-  const std::int64_t ncols = g.cols();
+  const std::int64_t ncols = g.cols(), plane = g.height * g.width;
   for (std::int64_t n = 0; n < g.batch; ++n)
     for (std::int64_t oh = 0; oh < Ho; ++oh)
       for (std::int64_t ow = 0; ow < Wo; ++ow) {
         T* row = cols + ((n * Ho + oh) * Wo + ow) * ncols;
-        for (std::int64_t c = 0; c < g.channels; ++c)
+        // Top-left corner of the patch sits at (oh*stride - padding, ow*stride - padding).
+        const std::int64_t h0 = oh * g.stride - g.padding, w0 = ow * g.stride - g.padding;
+        for (std::int64_t c = 0; c < g.channels; ++c) {
+          const T* image = x + (n * g.channels + c) * plane;
           for (std::int64_t kh = 0; kh < K; ++kh) {
-            // Top-left corner of the patch sits at (oh*stride - padding, ow*stride - padding).
-            const std::int64_t ih = oh * g.stride - g.padding + kh;
+            T* dst = row + (c * K + kh) * K;
+            const std::int64_t ih = h0 + kh;
+            if (ih < 0 || ih >= g.height) {
+              for (std::int64_t kw = 0; kw < K; ++kw) dst[kw] = T{};
+              continue;
+            }
+            const T* src = image + ih * g.width;
             for (std::int64_t kw = 0; kw < K; ++kw) {
-              const std::int64_t iw = ow * g.stride - g.padding + kw;
-              const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
-              row[(c * K + kh) * K + kw] =
-                  inside ? x[((n * g.channels + c) * g.height + ih) * g.width + iw] : T{};
+              const std::int64_t iw = w0 + kw;
+              dst[kw] = iw >= 0 && iw < g.width ? src[iw] : T{};
             }
           }
+        }
       }
 }
 
@@ -48,29 +57,43 @@ template <typename T>
 void col2im_cpu(const T* cols, T* x, const ConvGeometry& g) {
   using A = typename mgpu::detail::compute_type<T>::type;
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
-  const std::int64_t ncols = g.cols();
+  const std::int64_t ncols = g.cols(), plane = g.height * g.width;
+  // Scatter: walk the unrolled rows in memory order and add each entry back onto the pixel
+  // it was copied from. Every pixel thus receives its terms in increasing (oh, ow) order;
+  // the CUDA kernel gathers in that same order, so both give the same floats.
+  // Accumulate straight into x when it holds the compute type; 16-bit types go through
+  // a float buffer (one rounding at the end, as on the GPU).
+  std::vector<A> buffer;
+  A* acc;
+  const std::size_t total = static_cast<std::size_t>(g.batch * g.channels * plane);
+  if constexpr (std::is_same_v<T, A>) {
+    acc = x;
+  } else {
+    buffer.resize(total);
+    acc = buffer.data();
+  }
+  std::fill(acc, acc + total, A(0));
   for (std::int64_t n = 0; n < g.batch; ++n)
-    for (std::int64_t c = 0; c < g.channels; ++c)
-      for (std::int64_t h = 0; h < g.height; ++h)
-        for (std::int64_t w = 0; w < g.width; ++w) {
-          // Element (h, w) sits at kernel offset (kh, kw) of the patch of output (oh, ow)
-          // when oh*stride - padding + kh == h: walk kh and keep the oh that are whole.
-          A acc = 0;
+    for (std::int64_t oh = 0; oh < Ho; ++oh)
+      for (std::int64_t ow = 0; ow < Wo; ++ow) {
+        const T* row = cols + ((n * Ho + oh) * Wo + ow) * ncols;
+        const std::int64_t h0 = oh * g.stride - g.padding, w0 = ow * g.stride - g.padding;
+        for (std::int64_t c = 0; c < g.channels; ++c) {
+          A* image = acc + (n * g.channels + c) * plane;
           for (std::int64_t kh = 0; kh < K; ++kh) {
-            const std::int64_t th = h + g.padding - kh;
-            if (th < 0 || th % g.stride != 0 || th / g.stride >= Ho) continue;
-            const std::int64_t oh = th / g.stride;
+            const std::int64_t ih = h0 + kh;
+            if (ih < 0 || ih >= g.height) continue;  // that entry was padding
+            const T* src = row + (c * K + kh) * K;
+            A* dst = image + ih * g.width;
             for (std::int64_t kw = 0; kw < K; ++kw) {
-              const std::int64_t tw = w + g.padding - kw;
-              if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= Wo) continue;
-              const std::int64_t ow = tw / g.stride;
-              acc += mgpu::detail::to_compute(
-                  cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
+              const std::int64_t iw = w0 + kw;
+              if (iw >= 0 && iw < g.width) dst[iw] += mgpu::detail::to_compute(src[kw]);
             }
           }
-          x[((n * g.channels + c) * g.height + h) * g.width + w] =
-              mgpu::detail::from_compute<T>(acc);
         }
+      }
+  if constexpr (!std::is_same_v<T, A>)
+    for (std::size_t i = 0; i < total; ++i) x[i] = mgpu::detail::from_compute<T>(acc[i]);
 }
 
 template <typename T>

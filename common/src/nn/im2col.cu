@@ -34,8 +34,9 @@ __global__ void im2col_kernel(const T* x, T* cols, ConvGeometry g, std::int64_t 
   }
 }
 
-// One thread per image element: it sums the patch entries that were copied from it, in
-// the same (kh, kw) order as the CPU loop. Gathering needs no atomics and is deterministic.
+// One thread per image element: it sums the patch entries that were copied from it.
+// Gathering needs no atomics and is deterministic. kh and kw run downwards so that the
+// output positions (oh, ow) come upwards: the order in which the CPU's scatter adds them.
 template <typename T>
 __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t total) {
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
@@ -45,12 +46,12 @@ __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t 
     const std::int64_t c = (i / (g.width * g.height)) % g.channels;
     const std::int64_t n = i / (g.width * g.height * g.channels);
     acc_t<T> acc = 0;
-    for (std::int64_t kh = 0; kh < K; ++kh) {
+    for (std::int64_t kh = K - 1; kh >= 0; --kh) {
       // (h, w) is entry (kh, kw) of the patch of output (oh, ow) iff oh*stride - pad + kh == h.
       const std::int64_t th = h + g.padding - kh;
       if (th < 0 || th % g.stride != 0 || th / g.stride >= Ho) continue;
       const std::int64_t oh = th / g.stride;
-      for (std::int64_t kw = 0; kw < K; ++kw) {
+      for (std::int64_t kw = K - 1; kw >= 0; --kw) {
         const std::int64_t tw = w + g.padding - kw;
         if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= Wo) continue;
         const std::int64_t ow = tw / g.stride;

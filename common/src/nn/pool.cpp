@@ -1,6 +1,7 @@
-// Max pooling on the CPU and the dispatch to pool.cu. Backward gathers: each input element
-// sums the output gradients of the windows that picked it, as the CUDA kernel does.
+// Max pooling on the CPU and the dispatch to pool.cu. Backward scatters each output
+// gradient onto its window's maximum; the CUDA kernel gathers the same sums (no atomics).
 #include <algorithm>
+#include <vector>
 
 #include "dispatch.h"
 #include "mgpu/nn/functional.h"
@@ -44,20 +45,16 @@ void max_pool2d_backward_cpu(const T* g, const std::int64_t* argmax, T* dx, std:
                              std::int64_t H, std::int64_t W, std::int64_t k, std::int64_t s) {
   using A = typename mgpu::detail::compute_type<T>::type;
   const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
-  for (std::int64_t p = 0; p < planes; ++p)
-    for (std::int64_t h = 0; h < H; ++h)
-      for (std::int64_t w = 0; w < W; ++w) {
-        // Windows covering (h, w): oh*s <= h < oh*s + k, i.e. oh in [ceil((h-k+1)/s), h/s].
-        const std::int64_t oh_lo = h >= k ? (h - k) / s + 1 : 0, oh_hi = std::min(h / s, Ho - 1);
-        const std::int64_t ow_lo = w >= k ? (w - k) / s + 1 : 0, ow_hi = std::min(w / s, Wo - 1);
-        A acc = 0;
-        for (std::int64_t oh = oh_lo; oh <= oh_hi; ++oh)
-          for (std::int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
-            const std::int64_t o = (p * Ho + oh) * Wo + ow;
-            if (argmax[o] == h * W + w) acc += mgpu::detail::to_compute(g[o]);
-          }
-        dx[(p * H + h) * W + w] = mgpu::detail::from_compute<T>(acc);
-      }
+  // Scatter each output gradient onto its window's maximum, outputs in increasing order:
+  // with overlapping windows a pixel gets its terms in the order the CUDA gather adds them.
+  std::vector<A> acc(static_cast<std::size_t>(H * W));
+  for (std::int64_t p = 0; p < planes; ++p) {
+    std::fill(acc.begin(), acc.end(), A(0));
+    for (std::int64_t o = p * Ho * Wo; o < (p + 1) * Ho * Wo; ++o)
+      acc[static_cast<std::size_t>(argmax[o])] += mgpu::detail::to_compute(g[o]);
+    for (std::int64_t i = 0; i < H * W; ++i)
+      dx[p * H * W + i] = mgpu::detail::from_compute<T>(acc[static_cast<std::size_t>(i)]);
+  }
 }
 
 void check_pool(const char* op, const Shape& in, std::int64_t k, std::int64_t s) {
