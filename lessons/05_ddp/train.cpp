@@ -228,6 +228,7 @@ int run(const Options& opt) {
   ddp_options.first_bucket_cap_mb = opt.first_bucket_cap_mb;
   ddp_options.find_unused_parameters = opt.find_unused;
   ddp_options.broadcast_buffers = !opt.no_broadcast_buffers;
+  ddp_options.record_timings = !opt.trace.empty();  // exact all-reduce times for the trace
   l05::DistributedDataParallel ddp(model, group, ddp_options);
   if (opt.comm_hook == "fp16") ddp.register_comm_hook(par::fp16_compress_hook);
   mgpu::optim::SGD optimizer(ddp.parameters(), {opt.lr, opt.momentum, opt.weight_decay});

@@ -48,6 +48,7 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
                               : compute_bucket_assignment_by_size(specs, limits);
   ReducerOptions ro;
   ro.find_unused_parameters = options_.find_unused_parameters;
+  ro.record_timings = options_.record_timings;
   reducer_ = options_.make_reducer
                  ? options_.make_reducer(std::move(params), std::move(buckets), group_, ro)
                  : std::make_unique<Reducer>(std::move(params), std::move(buckets), group_, ro);

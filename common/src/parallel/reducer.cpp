@@ -64,6 +64,7 @@ Reducer::Reducer(std::vector<nn::Parameter*> params,
   for (std::size_t v = 0; v < n; ++v)
     hook_handles_.push_back(
         params_[v]->add_grad_ready_hook([this, v](nn::Parameter&) { on_grad_ready(v); }));
+  if (options_.record_timings) watcher_ = std::thread([this] { watch_loop(); });
 }
 
 Reducer::~Reducer() {
@@ -75,6 +76,14 @@ Reducer::~Reducer() {
       buckets_[b].future.work.wait();
     } catch (...) {  // a destructor must not throw; the error was reported by the waiter
     }
+  }
+  if (watcher_.joinable()) {
+    {
+      std::lock_guard<std::mutex> lock(timing_mutex_);
+      watch_stop_ = true;
+    }
+    timing_cv_.notify_all();
+    watcher_.join();
   }
 }
 
@@ -111,7 +120,11 @@ void Reducer::prepare_for_backward() {
   }
   next_bucket_ = 0;
   launch_order_.clear();
-  timings_.clear();
+  {
+    std::lock_guard<std::mutex> lock(timing_mutex_);
+    timings_.clear();
+    ++generation_;  // entries of an abandoned backward no longer write timings
+  }
   expect_hooks_ = true;
 }
 
@@ -196,21 +209,68 @@ void Reducer::launch_bucket(std::size_t b) {
   view.buffer = bucket.buffer;
   view.is_last = b + 1 == buckets_.size();
   for (std::size_t v : bucket.variables) view.parameter_names.push_back(params_[v]->name());
-  timings_.push_back(BucketTiming{b, bucket.buffer.nbytes(), clock_s(), 0.0});
+  std::size_t timing = 0;
+  {
+    std::lock_guard<std::mutex> lock(timing_mutex_);
+    timing = timings_.size();
+    timings_.push_back(BucketTiming{b, bucket.buffer.nbytes(), clock_s(), 0.0});
+  }
   launch_order_.push_back(b);
   bucket.future = comm_hook_(group_, view);
+  if (options_.record_timings) {
+    {
+      std::lock_guard<std::mutex> lock(timing_mutex_);
+      watch_queue_.push_back(Watched{timing, generation_, bucket.future.work});
+    }
+    timing_cv_.notify_all();
+  }
 }
 
 void Reducer::wait_bucket(std::size_t b) {
   MGPU_CHECK(b < buckets_.size(), "Reducer::wait_bucket: bucket ", b, " of ", buckets_.size());
   buckets_[b].future.wait();
-  for (BucketTiming& t : timings_)
-    if (t.bucket == b && t.done_s == 0) t.done_s = clock_s();
+  std::unique_lock<std::mutex> lock(timing_mutex_);
+  for (BucketTiming& t : timings_) {
+    if (t.bucket != b) continue;
+    if (options_.record_timings) {
+      timing_cv_.wait(lock, [&] { return t.done_s != 0; });  // the watcher's exact time
+    } else if (t.done_s == 0) {
+      t.done_s = clock_s();
+    }
+  }
 }
 
 void Reducer::poll_in_flight() {
+  if (options_.record_timings) return;  // the watcher records exact times
+  std::lock_guard<std::mutex> lock(timing_mutex_);
   for (BucketTiming& t : timings_)
     if (t.done_s == 0 && buckets_[t.bucket].future.is_completed()) t.done_s = clock_s();
+}
+
+std::vector<BucketTiming> Reducer::timings() const {
+  std::lock_guard<std::mutex> lock(timing_mutex_);
+  return timings_;
+}
+
+// record_timings: waits for each launched bucket's Work in launch order and stamps the
+// moment it completed. (The Work may run a hook's finishing step later, on the caller.)
+void Reducer::watch_loop() {
+  std::unique_lock<std::mutex> lock(timing_mutex_);
+  for (;;) {
+    timing_cv_.wait(lock, [this] { return watch_stop_ || !watch_queue_.empty(); });
+    if (watch_queue_.empty()) return;  // stopping, nothing left
+    Watched w = std::move(watch_queue_.front());
+    watch_queue_.pop_front();
+    lock.unlock();
+    try {
+      w.work.wait();
+    } catch (...) {  // the error reaches the caller through wait_bucket
+    }
+    const double done = clock_s();
+    lock.lock();
+    if (w.generation == generation_ && w.timing < timings_.size()) timings_[w.timing].done_s = done;
+    timing_cv_.notify_all();
+  }
 }
 
 void Reducer::record_unfinished_reduction() {

@@ -52,6 +52,8 @@ struct DDPOptions {
   bool broadcast_buffers = true;
   /// See ReducerOptions::find_unused_parameters.
   bool find_unused_parameters = false;
+  /// See ReducerOptions::record_timings (exact all-reduce times in last_step()).
+  bool record_timings = false;
   /// Lesson 05 plugs in its own pieces here; empty means the library's own.
   BucketAssignFn assign_buckets;
   ReducerFactory make_reducer;

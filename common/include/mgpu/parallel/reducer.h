@@ -16,9 +16,13 @@
 /// own; everything else is shared.
 #pragma once
 
+#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
+#include <deque>
+#include <mutex>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
@@ -36,6 +40,10 @@ struct ReducerOptions {
   /// their gradients left untouched when no rank used them). Costs one extra small
   /// all-reduce per step. Without it, such a parameter makes the next forward throw.
   bool find_unused_parameters = false;
+  /// Watch each bucket's communication from a helper thread, so that timings() holds exact
+  /// completion times (for traces and benchmarks). Without it, completion is only checked
+  /// at each grad-ready hook and at the end of backward.
+  bool record_timings = false;
 };
 
 /// One bucket's communication in the last synchronized backward.
@@ -43,8 +51,8 @@ struct BucketTiming {
   std::size_t bucket = 0;
   std::size_t bytes = 0;
   double launch_s = 0;  ///< clock_s() when the comm hook was called
-  /// clock_s() when it was first seen complete: polled at every grad-ready hook, and
-  /// measured exactly by the waits of finalize_backward.
+  /// clock_s() when it completed: exact with ReducerOptions::record_timings; otherwise the
+  /// first time it was seen complete (at a grad-ready hook or a wait of finalize_backward).
   double done_s = 0;
 };
 
@@ -84,8 +92,9 @@ class Reducer {
   const std::vector<nn::Parameter*>& variables() const { return params_; }
   /// Buckets launched since the last prepare_for_backward, in launch order.
   const std::vector<std::size_t>& launch_order() const { return launch_order_; }
-  /// Communication timing of each launched bucket since the last prepare_for_backward.
-  const std::vector<BucketTiming>& timings() const { return timings_; }
+  /// Communication timing of each launched bucket since the last prepare_for_backward
+  /// (complete once finalize_backward has returned).
+  std::vector<BucketTiming> timings() const;
   /// True between prepare_for_backward and finalize_backward.
   bool armed() const { return expect_hooks_; }
   dist::ProcessGroup& group() const { return group_; }
@@ -134,12 +143,26 @@ class Reducer {
  private:
   void on_grad_ready(std::size_t v);
   void poll_in_flight();
+  void watch_loop();
 
   CommHook comm_hook_;
   std::vector<std::size_t> hook_handles_;
   std::vector<std::size_t> launch_order_;
-  std::vector<BucketTiming> timings_;
   std::vector<std::string> unfinished_;    ///< names of parameters that never became ready
+
+  // Timings, shared with the watcher thread (record_timings) under timing_mutex_.
+  mutable std::mutex timing_mutex_;
+  std::condition_variable timing_cv_;
+  std::vector<BucketTiming> timings_;
+  struct Watched {
+    std::size_t timing = 0;      ///< index into timings_
+    std::uint64_t generation = 0;  ///< which backward it belongs to
+    dist::Work work;
+  };
+  std::deque<Watched> watch_queue_;
+  std::uint64_t generation_ = 0;
+  bool watch_stop_ = false;
+  std::thread watcher_;
 };
 
 }  // namespace mgpu::parallel
