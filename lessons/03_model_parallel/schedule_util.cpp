@@ -1,0 +1,173 @@
+// What every schedule shares: reading it per stage, its idle fraction, drawing it,
+// checking it, and 1F1B (built by simulating each stage's op order on the clock).
+#include <algorithm>
+#include <cmath>
+#include <map>
+#include <sstream>
+#include <tuple>
+
+#include "pipeline.h"
+
+namespace mgpu::lesson03 {
+namespace {
+
+std::string label(const Op& op) {
+  return (op.kind == OpKind::forward ? "F" : "B") + std::to_string(op.micro);
+}
+
+// Places each stage's ops, in their order, at the earliest tick their inputs allow:
+// forward m on stage k after forward m on stage k - 1; backward m on stage k after
+// backward m on stage k + 1, or after forward m on the last stage. One op per tick.
+Schedule simulate(const char* name, const std::vector<std::vector<Op>>& orders, int num_micro) {
+  const int K = static_cast<int>(orders.size());
+  Schedule s;
+  s.name = name;
+  s.num_stages = K;
+  s.num_micro = num_micro;
+  std::map<std::tuple<int, int, int>, int> done_at;  // (kind, micro, stage) -> tick
+  std::vector<std::size_t> next(orders.size(), 0);
+  auto finished = [&](OpKind kind, int m, int k, int before) {
+    auto it = done_at.find({static_cast<int>(kind), m, k});
+    return it != done_at.end() && it->second < before;
+  };
+  for (int t = 0;; ++t) {
+    bool all_done = true;
+    std::vector<std::optional<Op>> row(static_cast<std::size_t>(K));
+    for (int k = 0; k < K; ++k) {
+      if (next[k] == orders[k].size()) continue;
+      all_done = false;
+      const Op op = orders[k][next[k]];
+      const bool ready = op.kind == OpKind::forward
+                             ? (k == 0 || finished(OpKind::forward, op.micro, k - 1, t))
+                             : (k == K - 1 ? finished(OpKind::forward, op.micro, k, t)
+                                           : finished(OpKind::backward, op.micro, k + 1, t));
+      if (!ready) continue;
+      row[k] = op;
+      done_at[{static_cast<int>(op.kind), op.micro, k}] = t;
+      ++next[k];
+    }
+    if (all_done) break;
+    s.ticks.push_back(row);
+    MGPU_CHECK(t < 4 * K * num_micro + 4 * K, name, ": the stage orders deadlock");
+  }
+  return s;
+}
+
+}  // namespace
+
+std::vector<Op> Schedule::stage_ops(int k) const {
+  std::vector<Op> ops;
+  for (const auto& row : ticks)
+    if (row.at(static_cast<std::size_t>(k))) ops.push_back(*row[k]);
+  return ops;
+}
+
+double Schedule::idle_fraction() const {
+  std::size_t idle = 0, slots = 0;
+  for (const auto& row : ticks)
+    for (const auto& cell : row) {
+      ++slots;
+      idle += !cell;
+    }
+  return slots ? static_cast<double>(idle) / static_cast<double>(slots) : 0.0;
+}
+
+std::string Schedule::draw() const {
+  const std::size_t width = label(Op{OpKind::backward, std::max(0, num_micro - 1)}).size() + 1;
+  std::ostringstream os;
+  for (int k = 0; k < num_stages; ++k) {
+    os << "stage " << k << " ";
+    for (const auto& row : ticks) {
+      std::string cell = row[k] ? label(*row[k]) : ".";
+      os << cell << std::string(width - cell.size(), ' ');
+    }
+    os << "\n";
+  }
+  return os.str();
+}
+
+Schedule one_f_one_b_schedule(int num_stages, int num_micro) {
+  const int K = num_stages, M = num_micro;
+  MGPU_CHECK(K >= 1 && M >= 1, "one_f_one_b_schedule: need K >= 1 and M >= 1, got K = ", K,
+             ", M = ", M);
+  std::vector<std::vector<Op>> orders(static_cast<std::size_t>(K));
+  for (int k = 0; k < K; ++k) {
+    const int warmup = std::min(K - 1 - k, M);
+    int f = 0, b = 0;
+    for (; f < warmup; ++f) orders[k].push_back({OpKind::forward, f});
+    while (f < M) {  // steady state: one forward, one backward
+      orders[k].push_back({OpKind::forward, f++});
+      orders[k].push_back({OpKind::backward, b++});
+    }
+    while (b < M) orders[k].push_back({OpKind::backward, b++});  // cool-down
+  }
+  return simulate("1f1b", orders, M);
+}
+
+int max_in_flight(const Schedule& s, int k) {
+  int held = 0, most = 0;
+  for (const Op& op : s.stage_ops(k)) {
+    held += op.kind == OpKind::forward ? 1 : -1;
+    most = std::max(most, held);
+  }
+  return most;
+}
+
+void check_schedule(const Schedule& s) {
+  const int K = s.num_stages, M = s.num_micro;
+  std::map<std::tuple<int, int, int>, int> at;  // (kind, micro, stage) -> tick
+  for (std::size_t t = 0; t < s.ticks.size(); ++t) {
+    MGPU_CHECK(static_cast<int>(s.ticks[t].size()) == K, s.name, ": tick ", t, " has ",
+               s.ticks[t].size(), " stages, expected ", K);
+    for (int k = 0; k < K; ++k) {
+      if (!s.ticks[t][k]) continue;
+      const Op& op = *s.ticks[t][k];
+      MGPU_CHECK(op.micro >= 0 && op.micro < M, s.name, ": tick ", t, " stage ", k,
+                 " names micro-batch ", op.micro, " of ", M);
+      const bool fresh = at.emplace(std::make_tuple(static_cast<int>(op.kind), op.micro, k),
+                                    static_cast<int>(t)).second;
+      MGPU_CHECK(fresh, s.name, ": ", label(op), " runs twice on stage ", k);
+    }
+  }
+  auto tick_of = [&](OpKind kind, int m, int k) {
+    auto it = at.find({static_cast<int>(kind), m, k});
+    MGPU_CHECK(it != at.end(), s.name, ": ", label({kind, m}), " never runs on stage ", k);
+    return it->second;
+  };
+  for (int m = 0; m < M; ++m)
+    for (int k = 0; k < K; ++k) {
+      const int f = tick_of(OpKind::forward, m, k), b = tick_of(OpKind::backward, m, k);
+      if (k > 0)
+        MGPU_CHECK(f > tick_of(OpKind::forward, m, k - 1), s.name, ": F", m, " on stage ", k,
+                   " (tick ", f, ") runs before its input exists");
+      const int needed = k == K - 1 ? f : tick_of(OpKind::backward, m, k + 1);
+      MGPU_CHECK(b > needed, s.name, ": B", m, " on stage ", k, " (tick ", b,
+                 ") runs before its gradient exists (tick ", needed, ")");
+    }
+}
+
+std::vector<std::size_t> balanced_boundaries(nn::Sequential& model, int num_stages) {
+  const std::size_t n = model.size();
+  MGPU_CHECK(num_stages >= 1 && static_cast<std::size_t>(num_stages) <= n, "balanced_boundaries: ",
+             num_stages, " stages need at least as many layers; the model has ", n);
+  std::vector<double> prefix(n + 1, 0.0);  // parameters in layers [0, i)
+  for (std::size_t i = 0; i < n; ++i)
+    prefix[i + 1] = prefix[i] + static_cast<double>(model.at(i)->num_parameters());
+  std::vector<std::size_t> cuts;
+  std::size_t prev = 0;
+  for (int k = 1; k < num_stages; ++k) {
+    const double target = prefix[n] * k / num_stages;
+    // The cut closest to the target, leaving a layer for this stage and every later one.
+    const std::size_t lo = prev + 1, hi = n - static_cast<std::size_t>(num_stages - k);
+    std::size_t best = lo;
+    for (std::size_t c = lo; c <= hi; ++c)
+      if (std::abs(prefix[c] - target) < std::abs(prefix[best] - target)) best = c;
+    // Keep parameter-free layers (ReLU, Flatten) with the layer before them.
+    while (best < hi && model.at(best)->num_parameters() == 0) ++best;
+    cuts.push_back(best);
+    prev = best;
+  }
+  return cuts;
+}
+
+}  // namespace mgpu::lesson03

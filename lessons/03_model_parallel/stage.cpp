@@ -1,0 +1,71 @@
+// Task 1: cut a Sequential into stages on different devices, and move activations forward
+// and gradients backward between them. This is model parallelism with the naive schedule:
+// correct, but only one device works at a time.
+#include "pipeline.h"
+
+namespace mgpu::lesson03 {
+
+Tensor Stage::forward(const Tensor& x) {
+  check_defined("Stage::forward", x, "x");
+  MGPU_CHECK(x.device() == device, "Stage::forward: the input is ", x.str(),
+             " but the stage lives on ", device.str(), "; copy it first (x.to(stage.device))");
+  Tensor h = x;
+  // TODO(task1) BEGIN: run the layers in order, each on the previous one's output (about 2 lines).
+  MGPU_FAIL("TODO(task1): Stage::forward is not written yet (lessons/03_model_parallel/stage.cpp)");
+  // TODO(task1) END
+  return h;
+}
+
+Tensor Stage::backward(const Tensor& grad_out) {
+  check_defined("Stage::backward", grad_out, "grad_out");
+  MGPU_CHECK(grad_out.device() == device, "Stage::backward: the gradient is ", grad_out.str(),
+             " but the stage lives on ", device.str(), "; copy it first");
+  Tensor g = grad_out;
+  // TODO(task1) BEGIN: run the layers' backward in reverse order (about 2 lines).
+  MGPU_FAIL("TODO(task1): Stage::backward is not written yet (lessons/03_model_parallel/stage.cpp)");
+  // TODO(task1) END
+  return g;
+}
+
+std::vector<Stage> split_model(nn::Sequential& model, const std::vector<std::size_t>& boundaries,
+                               const std::vector<Device>& devices) {
+  const std::size_t n = model.size();
+  MGPU_CHECK(!devices.empty(), "split_model: no devices given");
+  MGPU_CHECK(boundaries.size() + 1 == devices.size(), "split_model: ", devices.size(),
+             " devices need ", devices.size() - 1, " boundaries, got ", boundaries.size());
+  for (std::size_t i = 0; i < boundaries.size(); ++i) {
+    MGPU_CHECK(boundaries[i] >= 1 && boundaries[i] < n, "split_model: boundary ", boundaries[i],
+               " is outside [1, ", n - 1, "]: every stage needs at least one of the ", n, " layers");
+    MGPU_CHECK(i == 0 || boundaries[i] > boundaries[i - 1],
+               "split_model: boundaries must be strictly increasing, got ", boundaries[i - 1],
+               " then ", boundaries[i]);
+  }
+  std::vector<Stage> stages(devices.size());
+  // TODO(task1) BEGIN: stage k gets layers [begin, end) with begin = 0 or boundaries[k-1] and
+  // end = boundaries[k] or model.size(): set device and first_layer, move each layer to the
+  // stage's device (model.at(i)->to(device)) and add it to the stage (about 10 lines).
+  MGPU_FAIL("TODO(task1): split_model is not written yet (lessons/03_model_parallel/stage.cpp)");
+  // TODO(task1) END
+  return stages;
+}
+
+Tensor forward_through(std::vector<Stage>& stages, const Tensor& x) {
+  MGPU_CHECK(!stages.empty(), "forward_through: no stages");
+  Tensor h = x;
+  // TODO(task1) BEGIN: for each stage: copy h to the stage's device (h.to(...)), then run
+  // the stage (about 2 lines).
+  MGPU_FAIL("TODO(task1): forward_through is not written yet (lessons/03_model_parallel/stage.cpp)");
+  // TODO(task1) END
+  return h;
+}
+
+Tensor backward_through(std::vector<Stage>& stages, const Tensor& grad_out) {
+  MGPU_CHECK(!stages.empty(), "backward_through: no stages");
+  Tensor g = grad_out;
+  // TODO(task1) BEGIN: the same from the last stage to the first, with backward (about 2 lines).
+  MGPU_FAIL("TODO(task1): backward_through is not written yet (lessons/03_model_parallel/stage.cpp)");
+  // TODO(task1) END
+  return g;
+}
+
+}  // namespace mgpu::lesson03

@@ -1,0 +1,31 @@
+// Task 3: the gradients of every replica summed onto the module on device 0
+// (PyTorch: the backward of Broadcast is ReduceAddCoalesced, a sum onto device 0).
+#include "data_parallel.h"
+
+#include "mgpu/ops.h"
+
+namespace mgpu::lesson02 {
+
+void reduce_add_gradients(nn::Module& target, const std::vector<std::shared_ptr<nn::Module>>& replicas,
+                          Traffic* traffic) {
+  const std::vector<nn::Parameter*> to = target.parameters();
+  for (std::size_t r = 0; r < replicas.size(); ++r) {
+    MGPU_CHECK(replicas[r] != nullptr, "reduce_add_gradients: replica ", r, " is null");
+    if (replicas[r].get() == &target) continue;  // its gradients are already in place
+    const std::vector<nn::Parameter*> from = replicas[r]->parameters();
+    MGPU_CHECK(from.size() == to.size(), "reduce_add_gradients: replica ", r, " has ",
+               from.size(), " parameters, the target ", to.size(),
+               "; replicas must be copies of the target (replicate())");
+    // TODO(task3) BEGIN: for every parameter j whose grad is defined on both sides (a frozen
+    // parameter has none): bring the replica's grad to the target's device with counted_to
+    // (Phase::reduce) and add it onto to[j]->grad with add_ (about 6 lines).
+    for (std::size_t j = 0; j < to.size(); ++j) {
+      if (!to[j]->grad.defined() || !from[j]->grad.defined()) continue;
+      const Tensor incoming = counted_to(from[j]->grad, to[j]->grad.device(), Phase::reduce, traffic);
+      add_(to[j]->grad, incoming);
+    }
+    // TODO(task3) END
+  }
+}
+
+}  // namespace mgpu::lesson02

@@ -1,0 +1,77 @@
+// Task 1: split a batch along dimension 0 across the devices (scatter), and its inverse
+// (gather, given). PyTorch: torch.nn.parallel.scatter / gather, built on Tensor.chunk.
+#include "data_parallel.h"
+
+#include <algorithm>
+
+#include "mgpu/copy.h"
+
+namespace mgpu::lesson02 {
+
+std::vector<std::int64_t> chunk_sizes(std::int64_t batch, int num_devices) {
+  MGPU_CHECK(num_devices >= 1, "chunk_sizes: need at least one device, got ", num_devices);
+  MGPU_CHECK(batch >= 1, "chunk_sizes: the batch has ", batch,
+             " rows; DataParallel splits the total batch across the devices, so it needs at "
+             "least one row");
+  std::vector<std::int64_t> sizes;
+  // TODO(task1) BEGIN: every chunk gets ceil(batch / num_devices) rows, the last one what is
+  // left; stop when the rows run out, so there may be fewer chunks than devices (about 6 lines).
+  const std::int64_t per_chunk = (batch + num_devices - 1) / num_devices;
+  for (std::int64_t begin = 0; begin < batch; begin += per_chunk)
+    sizes.push_back(std::min(per_chunk, batch - begin));
+  // TODO(task1) END
+  return sizes;
+}
+
+std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices, Traffic* traffic,
+                            Phase phase) {
+  check_defined("scatter", x, "x");
+  MGPU_CHECK(x.ndim() >= 1, "scatter: ", x.str(),
+             " has no dimension 0 to split; the batch dimension comes first");
+  MGPU_CHECK(!devices.empty(), "scatter: no devices given");
+  const std::vector<std::int64_t> sizes =
+      chunk_sizes(x.size(0), static_cast<int>(devices.size()));
+  std::vector<Tensor> chunks;
+  // TODO(task1) BEGIN: for each size, take the next rows of x with x.slice(begin, end) and
+  // move them to devices[i] with counted_to(..., phase, traffic) (about 6 lines).
+  std::int64_t begin = 0;
+  for (std::size_t i = 0; i < sizes.size(); ++i) {
+    chunks.push_back(counted_to(x.slice(begin, begin + sizes[i]), devices[i], phase, traffic));
+    begin += sizes[i];
+  }
+  // TODO(task1) END
+  return chunks;
+}
+
+Tensor gather(const std::vector<Tensor>& parts, const Device& out_device, Traffic* traffic,
+              Phase phase) {
+  MGPU_CHECK(!parts.empty(), "gather: nothing to gather");
+  // Every part must agree on everything but its number of rows.
+  const Tensor& first = parts.front();
+  check_defined("gather", first, "part 0");
+  MGPU_CHECK(first.ndim() >= 1, "gather: part 0 is ", first.str(), "; parts need a dimension 0");
+  Shape shape = first.shape();
+  std::int64_t rows = 0;
+  for (std::size_t i = 0; i < parts.size(); ++i) {
+    const Tensor& p = parts[i];
+    check_defined("gather", p, "part");
+    check_same_dtype("gather", first, p);
+    MGPU_CHECK(p.ndim() == first.ndim() &&
+                   Shape(p.shape().begin() + 1, p.shape().end()) ==
+                       Shape(shape.begin() + 1, shape.end()),
+               "gather: part ", i, " is ", p.str(), " but part 0 is ", first.str(),
+               "; only dimension 0 may differ");
+    rows += p.size(0);
+  }
+  shape[0] = rows;
+  Tensor out = Tensor::empty(shape, first.dtype(), out_device);
+  std::int64_t begin = 0;
+  for (const Tensor& p : parts) {
+    Tensor rows_of_p = out.slice(begin, begin + p.size(0));  // a view into `out`
+    counted_copy(rows_of_p, p, phase, traffic);
+    begin += p.size(0);
+  }
+  return out;
+}
+
+}  // namespace mgpu::lesson02

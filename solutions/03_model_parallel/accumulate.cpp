@@ -1,0 +1,40 @@
+// Task 3: micro-batches, and the loss scaling that makes their accumulated gradients equal
+// the gradient of the whole batch.
+#include "pipeline.h"
+
+#include "mgpu/ops.h"
+
+namespace mgpu::lesson03 {
+
+std::vector<std::int64_t> micro_batch_sizes(std::int64_t batch, int num_micro) {
+  MGPU_CHECK(num_micro >= 1, "micro_batch_sizes: need at least one micro-batch, got ", num_micro);
+  MGPU_CHECK(batch >= num_micro, "micro_batch_sizes: ", num_micro, " micro-batches need at least ",
+             num_micro, " rows, the batch has ", batch, "; use fewer micro-batches (--micro) or a "
+             "larger batch");
+  std::vector<std::int64_t> sizes;
+  // TODO(task3) BEGIN: M sizes of batch / M rows, the first batch % M of them one row
+  // longer (about 3 lines).
+  for (int m = 0; m < num_micro; ++m)
+    sizes.push_back(batch / num_micro + (m < batch % num_micro ? 1 : 0));
+  // TODO(task3) END
+  return sizes;
+}
+
+MicroLoss micro_batch_loss(const Tensor& logits, const Tensor& labels, std::int64_t batch_rows) {
+  check_defined("micro_batch_loss", logits, "logits");
+  MGPU_CHECK(logits.ndim() == 2 && logits.size(0) >= 1 && logits.size(0) <= batch_rows,
+             "micro_batch_loss: logits ", logits.str(), " must be [rows, classes] with 1 <= rows <= ",
+             batch_rows, " (the rows of the whole batch)");
+  MicroLoss out;
+  // TODO(task3) BEGIN: the mean cross-entropy of this micro-batch (softmax_cross_entropy,
+  // keeping the probabilities), times w = rows / batch_rows; its gradient
+  // softmax_cross_entropy_backward(probs, labels, w) (about 5 lines).
+  const double w = static_cast<double>(logits.size(0)) / static_cast<double>(batch_rows);
+  Tensor probs;
+  out.weighted_loss = softmax_cross_entropy(logits, labels, &probs).item() * w;
+  out.grad = softmax_cross_entropy_backward(probs, labels, w);
+  // TODO(task3) END
+  return out;
+}
+
+}  // namespace mgpu::lesson03

@@ -1,0 +1,52 @@
+// Task 2: pipeline schedules on a clock. A schedule says, for every tick and every stage,
+// which micro-batch's forward or backward runs there. The naive one is the worked example;
+// GPipe is the task.
+#include "pipeline.h"
+
+namespace mgpu::lesson03 {
+namespace {
+
+Schedule empty_schedule(const char* name, int num_stages, int num_micro, int num_ticks) {
+  MGPU_CHECK(num_stages >= 1 && num_micro >= 1, name, ": need at least one stage and one "
+             "micro-batch, got K = ", num_stages, ", M = ", num_micro);
+  Schedule s;
+  s.name = name;
+  s.num_stages = num_stages;
+  s.num_micro = num_micro;
+  s.ticks.assign(static_cast<std::size_t>(num_ticks),
+                 std::vector<std::optional<Op>>(static_cast<std::size_t>(num_stages)));
+  return s;
+}
+
+}  // namespace
+
+Schedule naive_schedule(int num_stages, int num_micro) {
+  const int K = num_stages, M = num_micro;
+  Schedule s = empty_schedule("naive", K, M, 2 * K * M);
+  // Micro-batch m owns ticks [2Km, 2K(m+1)): K forwards down the stages, K backwards up.
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      s.ticks[2 * K * m + k][k] = Op{OpKind::forward, m};
+      s.ticks[2 * K * m + K + (K - 1 - k)][k] = Op{OpKind::backward, m};
+    }
+  }
+  return s;
+}
+
+Schedule gpipe_schedule(int num_stages, int num_micro) {
+  const int K = num_stages, M = num_micro;
+  Schedule s = empty_schedule("gpipe", K, M, 2 * (M + K - 1));
+  // TODO(task2) BEGIN: put forward m of stage k at tick m + k, and backward m of stage k at
+  // tick (M + K - 1) + (M - 1 - m) + (K - 1 - k): the backwards start with the last
+  // micro-batch on the last stage and flow back up (about 6 lines).
+  for (int m = 0; m < M; ++m) {
+    for (int k = 0; k < K; ++k) {
+      s.ticks[m + k][k] = Op{OpKind::forward, m};
+      s.ticks[(M + K - 1) + (M - 1 - m) + (K - 1 - k)][k] = Op{OpKind::backward, m};
+    }
+  }
+  // TODO(task2) END
+  return s;
+}
+
+}  // namespace mgpu::lesson03
