@@ -50,6 +50,14 @@ std::vector<std::string> gather_text(const std::string& text) {
   return out;
 }
 
+// True when `text` of rank r says what `rank0` says, apart from the rank prefixes.
+bool same_but_rank(std::string text, int r, const std::string& rank0) {
+  const std::string mine = "[rank " + std::to_string(r) + "] ", zero = "[rank 0] ";
+  for (std::size_t at = text.find(mine); at != std::string::npos; at = text.find(mine, at))
+    text.replace(at, mine.size(), zero), at += zero.size();
+  return text == rank0;
+}
+
 // After each test case, every rank learns whether any rank failed it. Every rank runs the
 // same cases in the same order, so these collectives pair up like the tests' own. A case
 // that failed elsewhere is marked failed here too, before the reporter sees it (listeners
@@ -88,8 +96,12 @@ class AllRanksListener : public Catch::TestEventListenerBase {
       totals.testCases.failed = 1;
       totals.testCases.passed = 0;
     }
+    // Other ranks' failures, unless they only repeat rank 0's (the common case: every rank
+    // failed the same check the same way).
     std::string others;
-    for (std::size_t r = 1; r < texts.size(); ++r) others += texts[r];
+    for (std::size_t r = 1; r < texts.size(); ++r)
+      if (!texts[r].empty() && !same_but_rank(texts[r], static_cast<int>(r), texts[0]))
+        others += texts[r];
     if (!others.empty()) const_cast<std::string&>(stats.stdOut) += others;
     TestEventListenerBase::testCaseEnded(stats);
   }

@@ -47,6 +47,9 @@ struct WorkState {
   std::condition_variable cv;
   bool done = false;
   std::exception_ptr error;
+  /// Runs (on the waiting thread) before wait() blocks and in is_completed(): the nccl
+  /// backend launches held-back sends and receives here. Empty for most ops.
+  std::function<void()> on_wait;
 
   void finish(std::exception_ptr e);
 };

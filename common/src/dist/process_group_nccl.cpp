@@ -21,6 +21,7 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include <nccl.h>
 
 #include <atomic>
+#include <mutex>
 
 #include "checks.h"
 #include "cuda_check.h"
@@ -84,6 +85,7 @@ class NcclGroup final : public BackendGroup {
       precheck = [c](const OpSignature& sig) { check_same_collective(c, sig); };
     }
     engine_ = std::make_unique<CommEngine>(resolve_timeout(options), precheck);
+    hold_->launch = [this](std::vector<Held> batch) { launch_held(std::move(batch)); };
   }
   ~NcclGroup() override { shutdown(); }
 
@@ -93,6 +95,11 @@ class NcclGroup final : public BackendGroup {
   void shutdown() override {
     if (shut_down_) return;
     shut_down_ = true;
+    hold_->flush();
+    {
+      std::lock_guard<std::mutex> lock(hold_->mutex);
+      hold_->closed = true;
+    }
     engine_->shutdown();
     ncclCommDestroy(nccl_);
     int finalized = 0;
@@ -158,38 +165,116 @@ class NcclGroup final : public BackendGroup {
                                     nccl_, s));
     });
   }
-  Work send(const Tensor& t, int dst, int tag) override {
-    return batch_isend_irecv({P2POp::isend(t, dst, tag)});
-  }
-  Work recv(const Tensor& t, int src, int tag) override {
-    return batch_isend_irecv({P2POp::irecv(t, src, tag)});
-  }
+  // NCCL runs a rank's kernels on its comm stream in issue order, so a lone send followed
+  // by a lone recv (one ring step) could wait forever: the send waits for the peer's recv,
+  // which is queued behind the peer's own send. Sends and receives are therefore held back
+  // and launched together, as one NCCL group, as soon as one of their Works is waited on
+  // (or polled) or another op is issued. NCCL has no tags: messages between two ranks
+  // match in issue order.
+  Work send(const Tensor& t, int dst, int /*tag*/) override { return hold(P2POp::isend(t, dst)); }
+  Work recv(const Tensor& t, int src, int /*tag*/) override { return hold(P2POp::irecv(t, src)); }
   Work batch_isend_irecv(const std::vector<P2POp>& ops) override {
     if (ops.empty()) return Work();
-    for (const P2POp& o : ops) {
-      check(o.tensor, o.kind == P2POp::Kind::send ? "send" : "recv");
-      check_rank("send/recv", o.peer, size(), "peer");
-    }
-    OpKind kind = ops.size() > 1 ? OpKind::batch_p2p
-                                 : ops[0].kind == P2POp::Kind::send ? OpKind::send : OpKind::recv;
-    // NCCL has no tags: messages between two ranks match in issue order.
-    return launch(kind, ops.size() == 1 ? &ops[0].tensor : nullptr, ReduceOp::sum,
-                  ops.size() == 1 ? ops[0].peer : -1, ops[0].tensor, [=](cudaStream_t s) {
-                    MGPU_NCCL_CHECK(ncclGroupStart());
-                    for (const P2POp& o : ops) {
-                      if (o.kind == P2POp::Kind::send) {
-                        MGPU_NCCL_CHECK(ncclSend(o.tensor.raw_data(), o.tensor.numel(),
-                                                 nccl_type(o.tensor.dtype()), o.peer, nccl_, s));
-                      } else {
-                        MGPU_NCCL_CHECK(ncclRecv(o.tensor.raw_data(), o.tensor.numel(),
-                                                 nccl_type(o.tensor.dtype()), o.peer, nccl_, s));
-                      }
-                    }
-                    MGPU_NCCL_CHECK(ncclGroupEnd());
-                  });
+    std::vector<Work> works;
+    for (const P2POp& o : ops) works.push_back(hold(o));
+    hold_->flush();
+    // One NCCL group completes all of them at once (finish_all runs in order): the last
+    // one's Work stands for the batch.
+    return works.back();
   }
 
  private:
+  struct Held {
+    P2POp op;
+    std::shared_ptr<Event> ready;
+    std::shared_ptr<WorkState> state;
+    std::int64_t seq;
+  };
+  // The held-back messages. Shared with the Works (their on_wait flushes it), so a Work
+  // that outlives its group finds the hold closed instead of a dangling group.
+  struct Hold {
+    std::mutex mutex;
+    std::vector<Held> held;
+    bool closed = false;
+    std::function<void(std::vector<Held>)> launch;
+    void flush() {
+      std::vector<Held> batch;
+      {
+        std::lock_guard<std::mutex> lock(mutex);
+        if (closed) return;
+        batch.swap(held);
+      }
+      if (!batch.empty()) launch(std::move(batch));
+    }
+  };
+
+  static void finish_all(const std::vector<Held>& batch, std::exception_ptr e) {
+    for (const Held& h : batch) h.state->finish(e);
+  }
+
+  Work hold(const P2POp& o) {
+    const bool is_send = o.kind == P2POp::Kind::send;
+    check(o.tensor, is_send ? "send" : "recv");
+    check_rank(is_send ? "send" : "recv", o.peer, size(), is_send ? "destination" : "source");
+    Held h{o, ready_event(o.tensor), std::make_shared<WorkState>(), ++p2p_seq_};
+    h.state->what = make_signature(is_send ? OpKind::send : OpKind::recv, h.seq, &o.tensor,
+                                   ReduceOp::sum, o.peer, "nccl").describe();
+    std::weak_ptr<Hold> weak = hold_;
+    h.state->on_wait = [weak] {
+      if (auto hold = weak.lock()) hold->flush();
+    };
+    std::lock_guard<std::mutex> lock(hold_->mutex);
+    MGPU_CHECK(!hold_->closed, h.state->what, ": the process group was shut down");
+    hold_->held.push_back(h);
+    return Work(h.state);
+  }
+
+  // One NCCL group for the held messages; each Work completes when the group has.
+  void launch_held(std::vector<Held> batch) {
+    OpSignature sig = make_signature(OpKind::batch_p2p, batch.front().seq, nullptr,
+                                     ReduceOp::sum, -1, "nccl");
+    Device dev = device_;
+    ncclComm_t comm = nccl_;
+    Op op{sig, [batch, dev, comm]() -> Poll {
+            try {
+              DeviceGuard guard(dev);
+              Stream s = Stream::comm(dev);
+              for (const Held& h : batch)
+                if (h.ready) h.ready->wait(s);
+              auto stream = static_cast<cudaStream_t>(s.handle());
+              MGPU_NCCL_CHECK(ncclGroupStart());
+              for (const Held& h : batch) {
+                const Tensor& t = h.op.tensor;
+                if (h.op.kind == P2POp::Kind::send) {
+                  MGPU_NCCL_CHECK(ncclSend(t.raw_data(), t.numel(), nccl_type(t.dtype()), h.op.peer, comm, stream));
+                } else {
+                  MGPU_NCCL_CHECK(ncclRecv(t.raw_data(), t.numel(), nccl_type(t.dtype()), h.op.peer, comm, stream));
+                }
+              }
+              MGPU_NCCL_CHECK(ncclGroupEnd());
+              auto done = std::make_shared<Event>();
+              done->record(s);
+              return [batch, done, comm]() -> bool {
+                try {
+                  ncclResult_t async_error = ncclSuccess;
+                  MGPU_NCCL_CHECK(ncclCommGetAsyncError(comm, &async_error));
+                  MGPU_NCCL_CHECK(async_error);
+                  if (!done->query()) return false;
+                } catch (...) {
+                  finish_all(batch, std::current_exception());
+                  throw;
+                }
+                finish_all(batch, nullptr);
+                return true;
+              };
+            } catch (...) {
+              finish_all(batch, std::current_exception());
+              throw;
+            }
+          }};
+    engine_->submit(std::move(op));
+  }
+
   void check(const Tensor& t, const char* op) const {
     check_tensor(op, t);
     MGPU_CHECK(t.device().is_cuda() && physical_gpu(t.device()) == physical_gpu(device_), op,
@@ -202,8 +287,8 @@ class NcclGroup final : public BackendGroup {
   // stream has queued on `order_after`; the Work completes when the kernel has.
   Work launch(OpKind kind, const Tensor* sig_tensor, ReduceOp r, int root, const Tensor& order_after,
               std::function<void(cudaStream_t)> body) {
-    bool collective = kind != OpKind::send && kind != OpKind::recv && kind != OpKind::batch_p2p;
-    std::int64_t seq = collective ? ++collective_seq_ : ++p2p_seq_;
+    hold_->flush();  // held sends and receives go first: issue order is run order
+    std::int64_t seq = ++collective_seq_;
     OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
@@ -231,6 +316,7 @@ class NcclGroup final : public BackendGroup {
   std::atomic<std::int64_t> collective_seq_{0};
   std::atomic<std::int64_t> p2p_seq_{0};
   std::unique_ptr<CommEngine> engine_;
+  std::shared_ptr<Hold> hold_ = std::make_shared<Hold>();
   bool shut_down_ = false;
 };
 

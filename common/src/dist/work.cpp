@@ -7,6 +7,7 @@ namespace mgpu::dist {
 
 void Work::wait() const {
   if (!state_) return;
+  if (state_->on_wait) state_->on_wait();
   std::unique_lock<std::mutex> lock(state_->mutex);
   state_->cv.wait(lock, [this] { return state_->done; });
   if (state_->error) std::rethrow_exception(state_->error);
@@ -14,6 +15,7 @@ void Work::wait() const {
 
 bool Work::is_completed() const {
   if (!state_) return true;
+  if (state_->on_wait) state_->on_wait();
   std::lock_guard<std::mutex> lock(state_->mutex);
   return state_->done;
 }

@@ -1,0 +1,253 @@
+// bench_allreduce: lesson 04's program. Times your ring all-reduce and the library's
+// all_reduce side by side, size after size, and prints them the way nccl-tests does (time,
+// algorithm bandwidth, bus bandwidth); then fits the alpha-beta model to your ring's times
+// (task 4) and compares its predictions with the measurements.
+//
+//   mpirun -np 4 build/solutions/04_collectives/bench_allreduce --max-size 64M
+//   mpirun -np 2 build/lessons/04_collectives/bench_allreduce --device cuda --backend mpi
+//   build/solutions/04_collectives/bench_allreduce            (a world of 1: nothing to time)
+#include <CLI/CLI.hpp>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <fstream>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "collectives.h"
+#include "mgpu/dist/dist.h"
+#include "mgpu/ops.h"
+#include "mgpu/stream.h"
+
+namespace {
+
+using mgpu::Device;
+using mgpu::Tensor;
+namespace dist = mgpu::dist;
+namespace l04 = mgpu::lesson04;
+
+struct Options {
+  std::string min_size = "1K";
+  std::string max_size = "256M";
+  int factor = 2;
+  int iters = 0;  // 0: as many as fit in --seconds
+  int warmup = 2;
+  double seconds = 0.2;
+  std::string device = "cpu";
+  std::string backend = "auto";
+  std::string csv;
+};
+
+// "4096", "1K", "64M", "1G", "64MiB" -> bytes (K = 1024).
+std::int64_t parse_size(const std::string& text) {
+  std::size_t pos = 0;
+  double v = std::stod(text, &pos);
+  std::string unit = text.substr(pos);
+  if (unit.size() > 1 && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
+  if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();
+  const std::string units = "KMG";
+  std::int64_t scale = 1;
+  if (!unit.empty()) {
+    auto k = units.find(static_cast<char>(std::toupper(unit[0])));
+    MGPU_CHECK(unit.size() == 1 && k != std::string::npos, "bad size '", text,
+               "' (use e.g. 4096, 1K, 64M, 1G)");
+    scale = std::int64_t(1) << (10 * (k + 1));
+  }
+  return static_cast<std::int64_t>(v * scale);
+}
+
+// Seconds per call of `op`, the slowest rank's: a collective is only as fast as its
+// last rank. `ctl` is a CPU group used for the clock's barrier and the max.
+double time_op(dist::ProcessGroup& ctl, const std::function<void()>& op, int iters) {
+  ctl.barrier().wait();
+  auto t0 = std::chrono::steady_clock::now();
+  for (int i = 0; i < iters; ++i) op();
+  double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
+  Tensor t = Tensor::from_vector(std::vector<double>{mine}, {1});
+  ctl.all_reduce(t, dist::ReduceOp::max).wait();
+  return t.to_vector<double>()[0];
+}
+
+// Rank r's values: small integers, so every sum is exact in f32 and any wrong element shows.
+Tensor rank_data(std::int64_t count, int rank, const Device& dev) {
+  std::vector<float> v(static_cast<std::size_t>(count));
+  for (std::int64_t i = 0; i < count; ++i) v[i] = static_cast<float>((i * 7 + rank) % 13);
+  return Tensor::from_vector(v, {count}, dev);
+}
+
+struct Row {
+  std::int64_t bytes = 0, count = 0;
+  double ring_s = 0, lib_s = 0;
+  std::int64_t wrong = 0;
+};
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  dist::Runtime runtime(&argc, &argv);
+  Options opt;
+  CLI::App app{"Lesson 04: your ring all-reduce vs the library's all_reduce, nccl-tests style, "
+               "and the alpha-beta model fitted to your ring"};
+  app.add_option("--min-size", opt.min_size, "smallest message (bytes; K, M, G suffixes)")->capture_default_str();
+  app.add_option("--max-size", opt.max_size, "largest message")->capture_default_str();
+  app.add_option("--step-factor", opt.factor, "size multiplier from one row to the next")->capture_default_str();
+  app.add_option("--iters", opt.iters, "timed calls per size (0: as many as fit in --seconds)")->capture_default_str();
+  app.add_option("--warmup", opt.warmup, "untimed calls per size first")->capture_default_str();
+  app.add_option("--seconds", opt.seconds, "time budget per size and implementation when --iters is 0")->capture_default_str();
+  app.add_option("--device", opt.device, "cpu, or cuda (each rank on cuda:local_rank)")->capture_default_str();
+  app.add_option("--backend", opt.backend, "auto, mpi or nccl")->capture_default_str();
+  app.add_option("--csv", opt.csv, "also write the table as CSV to this file (rank 0)");
+  CLI11_PARSE(app, argc, argv);
+
+  try {
+    const std::int64_t min_bytes = std::max<std::int64_t>(4, parse_size(opt.min_size));
+    const std::int64_t max_bytes = parse_size(opt.max_size);
+    MGPU_CHECK(opt.factor >= 2, "--step-factor must be at least 2");
+    const Device dev = dist::rank_device(opt.device);
+    dist::GroupOptions quiet;
+    quiet.announce = false;
+    auto ctl = dist::new_group("mpi", Device::cpu(), quiet);  // the clock's barrier and max
+    auto pg = dist::new_group(opt.backend, dev);               // the one being measured
+    const int p = pg->size(), r = pg->rank();
+    if (p == 1) {
+      dist::log0("bench_allreduce: a world of 1 rank has nothing to communicate; start it with "
+                 "mpirun -np 2 (or more)");
+      return 0;
+    }
+    auto sync = [&] {
+      if (dev.is_cuda()) mgpu::synchronize(dev);
+    };
+    auto ring = [&](const Tensor& t) { l04::ring_all_reduce(*pg, t); sync(); };
+    auto library = [&](const Tensor& t) { pg->all_reduce(t).wait(); sync(); };
+
+    // Is the ring there at all? An unfinished exercise throws at once, on every rank alike.
+    bool have_ring = true;
+    std::string ring_missing;
+    try {
+      Tensor probe = rank_data(4 * p, r, dev);
+      l04::ring_all_reduce(*pg, probe);
+    } catch (const mgpu::Error& e) {
+      have_ring = false;
+      ring_missing = e.what();
+    }
+
+    const double bus_factor = 2.0 * (p - 1) / p;  // busbw = algbw * 2(p-1)/p (nccl-tests)
+    dist::log0("# bench_allreduce: ", p, " ranks on ", dist::num_nodes(), " node(s), backend ",
+               pg->backend_name(), ", device ", opt.device, ", dtype f32, ",
+               opt.iters > 0 ? std::to_string(opt.iters) + " iterations" : "timed for ~" + std::to_string(opt.seconds) + " s",
+               " per size");
+    if (!have_ring) dist::log0("# ring: not run: ", ring_missing);
+    dist::log0("#                         ring (lesson 04)                 library all_reduce (",
+               pg->backend_name(), ")");
+    dist::log0("#       size      count   time(us)  algbw  busbw      time(us)  algbw  busbw   ring/lib  #wrong");
+    dist::log0("#        (B) (elements)            (GB/s) (GB/s)               (GB/s) (GB/s)  (busbw)");
+
+    std::vector<Row> rows;
+    for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= opt.factor) {
+      Row row;
+      row.count = bytes / 4;
+      row.bytes = row.count * 4;
+      // Correctness first: the ring's result against the library's, element by element.
+      if (have_ring) {
+        Tensor a = rank_data(row.count, r, dev), b = rank_data(row.count, r, dev);
+        l04::ring_all_reduce(*pg, a);
+        pg->all_reduce(b).wait();
+        std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
+        std::int64_t wrong = 0;
+        for (std::size_t i = 0; i < va.size(); ++i) wrong += va[i] != vb[i];
+        Tensor w = Tensor::from_vector(std::vector<std::int64_t>{wrong}, {1});
+        ctl->all_reduce(w).wait();
+        row.wrong = w.to_vector<std::int64_t>()[0];
+      }
+      // Then the clock, on zeros (values that grow every call could overflow to inf).
+      Tensor data = Tensor::zeros({row.count}, mgpu::DType::f32, dev);
+      auto measure = [&](const std::function<void(const Tensor&)>& op) {
+        for (int i = 0; i < opt.warmup; ++i) op(data);
+        int iters = opt.iters;
+        if (iters <= 0) {  // every rank must agree on the count: use the slowest rank's estimate
+          double once = time_op(*ctl, [&] { op(data); }, 1);
+          iters = static_cast<int>(std::clamp(opt.seconds / std::max(once, 1e-9), 2.0, 1000.0));
+        }
+        return time_op(*ctl, [&] { op(data); }, iters);
+      };
+      if (have_ring) row.ring_s = measure(ring);
+      row.lib_s = measure(library);
+      rows.push_back(row);
+
+      auto algbw = [&](double s) { return s > 0 ? row.bytes / s / 1e9 : 0.0; };
+      char line[256];
+      if (have_ring) {
+        std::snprintf(line, sizeof line,
+                      "%12lld %10lld %10.1f %6.2f %6.2f    %10.1f %6.2f %6.2f   %8.2f  %6lld",
+                      static_cast<long long>(row.bytes), static_cast<long long>(row.count),
+                      row.ring_s * 1e6, algbw(row.ring_s), algbw(row.ring_s) * bus_factor,
+                      row.lib_s * 1e6, algbw(row.lib_s), algbw(row.lib_s) * bus_factor,
+                      row.lib_s / row.ring_s, static_cast<long long>(row.wrong));
+      } else {
+        std::snprintf(line, sizeof line, "%12lld %10lld %10s %6s %6s    %10.1f %6.2f %6.2f   %8s  %6s",
+                      static_cast<long long>(row.bytes), static_cast<long long>(row.count), "-",
+                      "-", "-", row.lib_s * 1e6, algbw(row.lib_s), algbw(row.lib_s) * bus_factor,
+                      "-", "-");
+      }
+      dist::log0(line);
+    }
+
+    // Averages as nccl-tests prints them, and the ratio at the largest size.
+    double ring_bus = 0, lib_bus = 0;
+    for (const Row& row : rows) {
+      if (have_ring) ring_bus += row.bytes / row.ring_s / 1e9 * bus_factor / rows.size();
+      lib_bus += row.bytes / row.lib_s / 1e9 * bus_factor / rows.size();
+    }
+    std::int64_t total_wrong = 0;
+    for (const Row& row : rows) total_wrong += row.wrong;
+    if (have_ring && !rows.empty()) {
+      dist::log0("# Out of bounds values : ", total_wrong, total_wrong ? " WRONG" : " OK");
+      dist::log0("# Avg bus bandwidth    : ring ", ring_bus, " GB/s, library ", lib_bus, " GB/s");
+      dist::log0("# ring/library busbw at ", rows.back().bytes, " B: ",
+                 rows.back().lib_s / rows.back().ring_s);
+    } else {
+      dist::log0("# Avg bus bandwidth    : library ", lib_bus, " GB/s");
+    }
+
+    // Task 4: the alpha-beta model of the ring, and how well it predicts each size.
+    if (have_ring && rows.size() >= 2) {
+      std::vector<l04::Timing> timings;
+      for (const Row& row : rows) timings.push_back({static_cast<double>(row.bytes), row.ring_s});
+      try {
+        l04::AlphaBeta m = l04::fit_alpha_beta(timings, p);
+        dist::log0("#");
+        dist::log0("# alpha-beta fit of the ring (T = 2(p-1) alpha + 2(p-1)/p n beta, p = ", p,
+                   "): alpha = ", m.alpha * 1e6, " us per message, beta = ", m.beta * 1e9,
+                   " ns/B (", m.bandwidth_gbs(), " GB/s per link)");
+        dist::log0("#       size   measured(us)  predicted(us)   error");
+        for (const Row& row : rows) {
+          double pred = l04::ring_allreduce_seconds(m, static_cast<double>(row.bytes), p);
+          char line[128];
+          std::snprintf(line, sizeof line, "%12lld %14.1f %14.1f %6.0f%%",
+                        static_cast<long long>(row.bytes), row.ring_s * 1e6, pred * 1e6,
+                        100.0 * (pred - row.ring_s) / row.ring_s);
+          dist::log0(line);
+        }
+      } catch (const mgpu::Error& e) {
+        dist::log0("# alpha-beta fit: not available: ", e.what());
+      }
+    }
+
+    if (!opt.csv.empty() && r == 0) {
+      std::ofstream out(opt.csv);
+      out << "bytes,count,ring_us,ring_busbw_gbs,library_us,library_busbw_gbs,wrong\n";
+      for (const Row& row : rows)
+        out << row.bytes << ',' << row.count << ',' << row.ring_s * 1e6 << ','
+            << (row.ring_s > 0 ? row.bytes / row.ring_s / 1e9 * bus_factor : 0) << ','
+            << row.lib_s * 1e6 << ',' << row.bytes / row.lib_s / 1e9 * bus_factor << ','
+            << row.wrong << '\n';
+    }
+    return total_wrong == 0 ? 0 : 1;
+  } catch (const std::exception& e) {
+    // One rank alone may have failed; ending the job keeps the others from waiting.
+    dist::abort_job(std::string("bench_allreduce: ") + e.what());
+  }
+}

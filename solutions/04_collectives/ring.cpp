@@ -1,0 +1,65 @@
+// Lesson 04, tasks 1-3: ring all-reduce from point-to-point messages.
+//
+// The p ranks form a ring: rank r sends to rank r+1 and receives from rank r-1 (modulo p).
+// The data is cut into p chunks. Reduce-scatter walks each chunk once around the ring,
+// every rank adding its own piece on the way, so that after p-1 steps rank r holds the
+// finished sum of chunk r. All-gather walks the finished chunks around once more. Every
+// step every rank sends one chunk and receives one, so all links are busy all the time.
+#include "collectives.h"
+
+#include "mgpu/dist/work.h"
+
+namespace mgpu::lesson04 {
+
+void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
+  const int p = pg.size(), r = pg.rank();
+  [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
+  Tensor flat = data.reshape({-1});  // chunks are ranges of the flattened tensor
+  // Where a received chunk lands before it is added (chunk 0 is the largest chunk).
+  Tensor incoming = Tensor::empty({chunk_range(flat.numel(), p, 0).size()}, data.dtype(),
+                                  data.device());
+  // TODO(task1) BEGIN: for s = 0 .. p-2: post pg.send(chunk(flat, p, r - s - 1), right) and
+  // pg.recv(buf, left) where buf = incoming.slice(0, n) with n the element count of
+  // chunk(flat, p, r - s - 2); wait for both Works (post both BEFORE waiting on either);
+  // then add_into(that chunk, buf). (about 10 lines)
+  for (int s = 0; s < p - 1; ++s) {
+    Tensor outgoing = chunk(flat, p, r - s - 1);
+    Tensor target = chunk(flat, p, r - s - 2);
+    Tensor buf = incoming.slice(0, target.numel());
+    // Both in flight before either is waited for: every rank sends and receives at once,
+    // and a send that waited for its receiver first would wait forever around the ring.
+    dist::Work sent = pg.send(outgoing, right);
+    dist::Work received = pg.recv(buf, left);
+    sent.wait();
+    received.wait();
+    add_into(target, buf);
+  }
+  // TODO(task1) END
+}
+
+void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
+  const int p = pg.size(), r = pg.rank();
+  [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
+  Tensor flat = data.reshape({-1});
+  // TODO(task2) BEGIN: for s = 0 .. p-2: send chunk(flat, p, r - s) to the right and
+  // receive chunk(flat, p, r - s - 1) from the left, straight into place; post both, then
+  // wait for both. (about 6 lines)
+  for (int s = 0; s < p - 1; ++s) {
+    dist::Work sent = pg.send(chunk(flat, p, r - s), right);
+    dist::Work received = pg.recv(chunk(flat, p, r - s - 1), left);
+    sent.wait();
+    received.wait();
+  }
+  // TODO(task2) END
+}
+
+void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
+  // TODO(task3) BEGIN: reduce-scatter, then all-gather, on the same tensor; nothing to do
+  // for an empty tensor or a world of one. (about 3 lines)
+  if (data.numel() == 0 || pg.size() == 1) return;
+  ring_reduce_scatter(pg, data);
+  ring_all_gather(pg, data);
+  // TODO(task3) END
+}
+
+}  // namespace mgpu::lesson04
