@@ -25,6 +25,7 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
+#include "mgpu/stream.h"
 
 namespace {
 

@@ -17,13 +17,15 @@ namespace mgpu::parallel {
 
 /// PyTorch's defaults: bucket_cap_mb = 25, and a small first bucket (1 MiB) so the first
 /// all-reduce starts early in backward instead of after 25 MiB of gradients.
+/// Cap of every bucket but the first: 25 MiB (PyTorch's bucket_cap_mb = 25).
 inline constexpr std::size_t kDefaultBucketCapBytes = 25u * 1024 * 1024;
+/// Cap of the first bucket: 1 MiB (PyTorch's dist._DEFAULT_FIRST_BUCKET_BYTES).
 inline constexpr std::size_t kDefaultFirstBucketCapBytes = 1u * 1024 * 1024;
 
 /// What bucket assignment needs to know about one gradient.
 struct GradSpec {
-  std::size_t nbytes = 0;
-  DType dtype = DType::f32;
+  std::size_t nbytes = 0;     ///< size of the gradient in bytes
+  DType dtype = DType::f32;   ///< its element type (a bucket holds one dtype)
 };
 
 /// Groups tensors (given in registration order) into buckets:

@@ -25,7 +25,7 @@ namespace mgpu::parallel {
 /// What a hook sees: one bucket, already holding every gradient of its parameters divided
 /// by the world size. PyTorch's dist.GradBucket.
 struct GradBucket {
-  std::size_t index = 0;
+  std::size_t index = 0;  ///< the bucket's index (launch order)
   /// The flat bucket: the gradients one after another. The hook's result must end up here.
   Tensor buffer;
   /// The parameters' names, in bucket order (for hooks that treat some specially).
@@ -37,8 +37,9 @@ struct GradBucket {
 /// The hook's communication in flight. wait() blocks until the bucket buffer holds the
 /// reduced result (then() runs the finishing step, e.g. decompression, on the waiting thread).
 struct CommFuture {
-  dist::Work work;
-  std::function<void()> then;
+  dist::Work work;             ///< the collective in flight
+  std::function<void()> then;  ///< runs once after it completes (may be empty)
+  /// Blocks until the bucket holds the result; runs `then` the first time.
   void wait() {
     work.wait();
     if (then) {
@@ -46,9 +47,11 @@ struct CommFuture {
       then = nullptr;
     }
   }
+  /// True once the collective has finished (`then` may still be pending). Never blocks.
   bool is_completed() const { return work.is_completed(); }
 };
 
+/// A communication hook: starts the reduction of one bucket over the group's ranks.
 using CommHook = std::function<CommFuture(dist::ProcessGroup&, GradBucket&)>;
 
 /// The default: all-reduce (sum) the bucket in place; the gradients were pre-divided, so the

@@ -43,6 +43,7 @@ using ReducerFactory = std::function<std::unique_ptr<Reducer>(
     std::vector<nn::Parameter*>, std::vector<std::vector<std::size_t>>, dist::ProcessGroup&,
     ReducerOptions)>;
 
+/// How DistributedDataParallel behaves (PyTorch's constructor arguments).
 struct DDPOptions {
   /// Cap of every bucket but the first, in MiB (PyTorch's bucket_cap_mb).
   double bucket_cap_mb = 25.0;
@@ -55,20 +56,22 @@ struct DDPOptions {
   /// See ReducerOptions::record_timings (exact all-reduce times in last_step()).
   bool record_timings = false;
   /// Lesson 05 plugs in its own pieces here; empty means the library's own.
-  BucketAssignFn assign_buckets;
-  ReducerFactory make_reducer;
+  BucketAssignFn assign_buckets;  ///< default: compute_bucket_assignment_by_size
+  ReducerFactory make_reducer;    ///< default: a parallel::Reducer
 };
 
 /// When the phases of the last step happened (clock_s() seconds), for traces and benches.
 struct StepTimeline {
-  double forward_begin = 0, forward_end = 0;
-  double backward_begin = 0;
+  double forward_begin = 0;  ///< DDP's forward was called
+  double forward_end = 0;    ///< it returned
+  double backward_begin = 0; ///< DDP's backward was called
   double backward_end = 0;   ///< the wrapped module's backward returned
   double reduce_end = 0;     ///< finalize_backward returned: gradients averaged
   bool synchronized = false; ///< false under no_sync()
-  std::vector<BucketTiming> buckets;
+  std::vector<BucketTiming> buckets;  ///< each launched bucket's communication
 };
 
+/// Wraps a model so that its gradients are averaged across all ranks during backward.
 class DistributedDataParallel : public nn::Module {
  public:
   /// Wraps `module` (already on this rank's device). A collective: every rank constructs
@@ -90,9 +93,13 @@ class DistributedDataParallel : public nn::Module {
 
   /// The wrapped model.
   nn::Module& module() { return *module_; }
+  /// The wrapped model, shared.
   std::shared_ptr<nn::Module> module_ptr() { return module_; }
+  /// The Reducer that owns the buckets.
   Reducer& reducer() { return *reducer_; }
+  /// The group the gradients are averaged over.
   dist::ProcessGroup& process_group() { return group_; }
+  /// The options it was built with.
   const DDPOptions& options() const { return options_; }
 
   /// Replaces the default all-reduce of each bucket (e.g. fp16_compress_hook).
@@ -107,12 +114,14 @@ class DistributedDataParallel : public nn::Module {
   ///     ddp.forward(x2); ...; ddp.backward(g2);   // reduces g1 + g2
   class NoSyncGuard {
    public:
+    /// Turns gradient synchronization off until the guard is destroyed.
     explicit NoSyncGuard(DistributedDataParallel& ddp) : ddp_(&ddp), previous_(ddp.require_grad_sync_) {
       ddp.require_grad_sync_ = false;
     }
     ~NoSyncGuard() {
       if (ddp_) ddp_->require_grad_sync_ = previous_;
     }
+    /// Moves the duty to restore the setting (no_sync() returns by value).
     NoSyncGuard(NoSyncGuard&& o) noexcept : ddp_(o.ddp_), previous_(o.previous_) { o.ddp_ = nullptr; }
     NoSyncGuard(const NoSyncGuard&) = delete;
     NoSyncGuard& operator=(const NoSyncGuard&) = delete;
@@ -122,6 +131,7 @@ class DistributedDataParallel : public nn::Module {
     DistributedDataParallel* ddp_;
     bool previous_;
   };
+  /// See NoSyncGuard.
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
   /// One line per bucket: index, parameters, size. For programs to print.

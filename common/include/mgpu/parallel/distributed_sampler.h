@@ -15,6 +15,7 @@
 
 namespace mgpu::parallel {
 
+/// Each rank's disjoint share of a dataset, for a DataLoader.
 class DistributedSampler : public data::Sampler {
  public:
   /// PyTorch's rules for a dataset of `dataset_size` samples over `num_replicas` ranks:
@@ -28,7 +29,9 @@ class DistributedSampler : public data::Sampler {
   DistributedSampler(std::int64_t dataset_size, int num_replicas, int rank, bool shuffle = true,
                      std::uint64_t seed = 0, bool drop_last = false);
 
+  /// The epoch indices() shuffles for (PyTorch's set_epoch).
   void set_epoch(std::int64_t epoch) { epoch_ = epoch; }
+  /// The epoch of the last set_epoch() (0 before).
   std::int64_t epoch() const { return epoch_; }
   /// Samples per rank per epoch (the same on every rank).
   std::int64_t num_samples() const { return num_samples_; }
@@ -39,11 +42,11 @@ class DistributedSampler : public data::Sampler {
   /// The same for the epoch of the last set_epoch().
   std::vector<std::int64_t> indices() const { return indices(epoch_); }
 
-  std::int64_t dataset_size() const { return dataset_size_; }
-  int num_replicas() const { return num_replicas_; }
-  int rank() const { return rank_; }
-  bool shuffle() const { return shuffle_; }
-  bool drop_last() const { return drop_last_; }
+  std::int64_t dataset_size() const { return dataset_size_; }  ///< N
+  int num_replicas() const { return num_replicas_; }             ///< W
+  int rank() const { return rank_; }                             ///< this rank
+  bool shuffle() const { return shuffle_; }                      ///< shuffled by epoch?
+  bool drop_last() const { return drop_last_; }                  ///< cut instead of pad?
 
  private:
   std::int64_t dataset_size_;

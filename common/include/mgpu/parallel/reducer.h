@@ -35,6 +35,7 @@ namespace mgpu::parallel {
 /// Seconds on a steady clock: the time base of every timing the Reducer and DDP record.
 double clock_s();
 
+/// How a Reducer behaves.
 struct ReducerOptions {
   /// Parameters whose hook did not fire in a backward are marked ready at its end (and
   /// their gradients left untouched when no rank used them). Costs one extra small
@@ -48,14 +49,16 @@ struct ReducerOptions {
 
 /// One bucket's communication in the last synchronized backward.
 struct BucketTiming {
-  std::size_t bucket = 0;
-  std::size_t bytes = 0;
+  std::size_t bucket = 0;  ///< which bucket
+  std::size_t bytes = 0;   ///< its size
   double launch_s = 0;  ///< clock_s() when the comm hook was called
   /// clock_s() when it completed: exact with ReducerOptions::record_timings; otherwise the
   /// first time it was seen complete (at a grad-ready hook or a wait of finalize_backward).
   double done_s = 0;
 };
 
+/// Owns the buckets of one DDP model and reduces its gradients across the group's ranks
+/// during backward (see the file comment for the steps).
 class Reducer {
  public:
   /// `params`: the parameters to synchronize (all require grad, all on one device), in
@@ -84,11 +87,13 @@ class Reducer {
   virtual void finalize_backward();
 
   // ---- what happened, for tests, traces and printing ------------------------------------
+  /// Number of buckets.
   std::size_t num_buckets() const { return buckets_.size(); }
   /// Indices (into variables()) of bucket b's parameters, in bucket order.
   const std::vector<std::size_t>& bucket_variables(std::size_t b) const;
   /// Bytes of bucket b's buffer.
   std::size_t bucket_bytes(std::size_t b) const;
+  /// The synchronized parameters ("variables" in c10d), in registration order.
   const std::vector<nn::Parameter*>& variables() const { return params_; }
   /// Buckets launched since the last prepare_for_backward, in launch order.
   const std::vector<std::size_t>& launch_order() const { return launch_order_; }
@@ -97,10 +102,13 @@ class Reducer {
   std::vector<BucketTiming> timings() const;
   /// True between prepare_for_backward and finalize_backward.
   bool armed() const { return expect_hooks_; }
+  /// The group the gradients are reduced over.
   dist::ProcessGroup& group() const { return group_; }
+  /// The options it was built with.
   const ReducerOptions& options() const { return options_; }
 
  protected:
+  /// One bucket: a flat buffer holding several parameters' gradients one after another.
   struct Bucket {
     std::vector<std::size_t> variables;  ///< indices into params_
     std::vector<std::int64_t> offsets;   ///< where each variable's gradient starts in buffer
@@ -110,8 +118,8 @@ class Reducer {
   };
   /// Where variable v lives: buckets_[bucket], slot `slot` of its variables.
   struct Locator {
-    std::size_t bucket = 0;
-    std::size_t slot = 0;
+    std::size_t bucket = 0;  ///< index into buckets_
+    std::size_t slot = 0;    ///< position among the bucket's variables
   };
 
   // ---- helpers for mark_variable_ready / finalize_backward --------------------------------
@@ -129,16 +137,16 @@ class Reducer {
   /// Returns, per variable, whether any rank used it. A collective: every rank calls it.
   std::vector<char> sync_used_variables();
 
-  std::vector<nn::Parameter*> params_;
-  std::vector<Bucket> buckets_;
+  std::vector<nn::Parameter*> params_;     ///< the synchronized parameters
+  std::vector<Bucket> buckets_;            ///< in launch order
   std::vector<Locator> locators_;          ///< per variable
   std::vector<char> variable_ready_;       ///< per variable: gradient final this backward
   std::vector<char> variable_used_;        ///< per variable: its hook fired this backward
   std::size_t next_bucket_ = 0;            ///< the next bucket to launch (index order)
   bool expect_hooks_ = false;              ///< armed by prepare_for_backward
-  double world_size_ = 1;
-  dist::ProcessGroup& group_;
-  ReducerOptions options_;
+  double world_size_ = 1;                  ///< ranks in the group (the divisor)
+  dist::ProcessGroup& group_;              ///< where the all-reduces go
+  ReducerOptions options_;                 ///< as constructed
 
  private:
   void on_grad_ready(std::size_t v);

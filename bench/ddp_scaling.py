@@ -1,0 +1,118 @@
+#!/usr/bin/env python3
+"""DDP scaling on this machine: bench_ddp at 1 and 2 ranks (or --ranks), then one table.
+
+  bench/ddp_scaling.py                          lesson 01's CNN and a wide MLP, 1 and 2 ranks
+  bench/ddp_scaling.py --models cnn --ranks 1 2 4 --steps 30
+  bench/ddp_scaling.py --build-dir build-cuda --device cuda
+
+Prints, per model and rank count, the samples/s of the default configuration (25 MiB
+buckets) and the scaling efficiency samples/s(W) / (W * samples/s(1)); then, at the
+largest rank count, bench_ddp's bucket sweep (step time, exposed wait, share of the
+all-reduce hidden behind backward). Every rank gets OPENBLAS_NUM_THREADS=--threads (1 by
+default), so on the CPU one rank stands for one device. The machine, its cores and its
+load average are printed with the numbers: compare runs only on an otherwise idle machine.
+"""
+import argparse
+import json
+import os
+import platform
+import shutil
+import subprocess
+import sys
+import tempfile
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def cpu_name():
+    try:
+        with open("/proc/cpuinfo") as f:
+            for line in f:
+                if line.startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or "unknown CPU"
+
+
+def run_bench(args, nprocs, model, caps, out_json):
+    exe = os.path.join(args.build_dir, "bench", "bench_ddp")
+    if not os.path.exists(exe):
+        sys.exit(f"{exe} not found: build it with `ninja -C {args.build_dir} bench/bench_ddp`")
+    mpirun = shutil.which("mpirun")
+    if not mpirun:
+        sys.exit("mpirun not found: install Open MPI (tools/install-deps)")
+    env = dict(os.environ)
+    env["OPENBLAS_NUM_THREADS"] = str(args.threads)
+    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
+    cmd = [mpirun, "-np", str(nprocs), "--oversubscribe", "-x", "OPENBLAS_NUM_THREADS"]
+    if os.geteuid() == 0:
+        cmd.append("--allow-run-as-root")
+    cmd += [exe, "--model", model, "--caps", caps, "--steps", str(args.steps),
+            "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
+            "--device", args.device, "--json", out_json]
+    print("$ " + " ".join(cmd), flush=True)
+    r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+    print(r.stdout, flush=True)
+    if r.returncode != 0:
+        sys.exit(f"bench_ddp failed with exit status {r.returncode}")
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
+    p.add_argument("--models", nargs="+", default=["cnn", "wide"])
+    p.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
+    p.add_argument("--caps", default="1,5,25,100,one", help="bucket sweep at the largest rank count")
+    p.add_argument("--steps", type=int, default=20)
+    p.add_argument("--warmup", type=int, default=3)
+    p.add_argument("--batch-size", type=int, default=64)
+    p.add_argument("--threads", type=int, default=1, help="OPENBLAS_NUM_THREADS per rank")
+    p.add_argument("--device", default="cpu")
+    p.add_argument("--json", help="also write every measurement here (JSON lines)")
+    args = p.parse_args()
+
+    load_before = os.getloadavg()
+    with tempfile.TemporaryDirectory(prefix="ddp-scaling-") as tmp:
+        out = os.path.join(tmp, "results.jsonl")
+        top = max(args.ranks)
+        for model in args.models:
+            for n in args.ranks:
+                run_bench(args, n, model, args.caps if n == top else "25", out)
+        with open(out) as f:
+            rows = [json.loads(line) for line in f if line.strip()]
+    load_after = os.getloadavg()
+    if args.json:
+        with open(args.json, "w") as f:
+            for r in rows:
+                f.write(json.dumps(r) + "\n")
+
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; OPENBLAS_NUM_THREADS={args.threads} "
+          f"per rank; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
+    print(f"\nscaling (25 MiB buckets, batch {args.batch_size} per rank):")
+    print(f"{'model':8} {'ranks':>5} {'samples/s':>10} {'step_ms':>8} {'efficiency':>10}")
+    for model in args.models:
+        base = next((r for r in rows if r["model"] == model and r["world_size"] == 1
+                     and r["config"] == "cap 25 MiB"), None)
+        for n in args.ranks:
+            r = next((r for r in rows if r["model"] == model and r["world_size"] == n
+                      and r["config"] == "cap 25 MiB"), None)
+            if r is None:
+                continue
+            eff = r["samples_per_s"] / (n * base["samples_per_s"]) if base else float("nan")
+            print(f"{model:8} {n:5d} {r['samples_per_s']:10.0f} {r['step_ms']:8.1f} {100 * eff:9.0f}%")
+    top = max(args.ranks)
+    print(f"\nbucket sweep at {top} ranks (hidden = share of all-reduce time inside backward):")
+    print(f"{'model':8} {'config':14} {'buckets':>7} {'step_ms':>8} {'wait_ms':>8} {'comm_ms':>8} "
+          f"{'hidden':>7} {'vs_one':>7}")
+    for r in rows:
+        if r["world_size"] != top:
+            continue
+        vs = r.get("saved_vs_one_bucket")
+        vs_text = f"{100 * vs:6.0f}%" if vs is not None else "      -"
+        print(f"{r['model']:8} {r['config']:14} {r['buckets']:7d} {r['step_ms']:8.1f} "
+              f"{r['wait_ms']:8.1f} {r['comm_ms']:8.1f} {100 * r['hidden_share']:6.0f}% {vs_text}")
+
+
+if __name__ == "__main__":
+    main()
