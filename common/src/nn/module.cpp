@@ -8,7 +8,7 @@
 namespace mgpu::nn {
 
 Module::Module(const Module& other)
-    : training_(other.training_), device_(other.device_), dtype_(other.dtype_) {
+    : path_(other.path_), training_(other.training_), device_(other.device_), dtype_(other.dtype_) {
   for (const auto& [local, p] : other.params_) {
     auto copy = std::make_unique<Parameter>(p->name(), p->value.clone(), p->requires_grad());
     if (p->grad.defined()) copy->grad = p->grad.clone();
@@ -35,11 +35,26 @@ void Module::register_module(const std::string& name, std::shared_ptr<Module> ch
   MGPU_CHECK(child != nullptr, "Module::register_module: child '", name, "' is null");
   for (const auto& c : children_)
     MGPU_CHECK(c.first != name, describe(), ": child '", name, "' registered twice");
-  child->prefix_names(name);
+  // Full dotted path: this module may already sit inside a tree.
+  child->prefix_names(path_.empty() ? name : path_ + "." + name);
   children_.emplace_back(name, std::move(child));
 }
 
+void Module::replace_child(const std::string& local_name, std::shared_ptr<Module> child) {
+  MGPU_CHECK(child != nullptr, describe(), ".replace_child('", local_name, "'): child is null");
+  for (auto& c : children_) {
+    if (c.first != local_name) continue;
+    // The dotted path of this module from the root, then the child's own name.
+    const std::string prefix = path_.empty() ? local_name : path_ + "." + local_name;
+    child->prefix_names(prefix);
+    c.second = std::move(child);
+    return;
+  }
+  MGPU_FAIL(describe(), ".replace_child: no child named '", local_name, "'");
+}
+
 void Module::prefix_names(const std::string& prefix) {
+  path_ = path_.empty() ? prefix : prefix + "." + path_;
   for (auto& p : params_) p.second->name_ = prefix + "." + p.second->name_;
   for (auto& c : children_) c.second->prefix_names(prefix);
 }

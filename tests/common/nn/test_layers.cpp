@@ -128,6 +128,24 @@ TEST_CASE("named parameters and buffers have stable dotted names", "[nn][module]
   CHECK(model.summary().find("(1): BatchNorm2d(4") != std::string::npos);
 }
 
+TEST_CASE("replace_child swaps a layer and keeps the dotted names", "[nn][module]") {
+  auto features = std::make_shared<Sequential>(std::vector<std::shared_ptr<Module>>{
+      std::make_shared<Conv2d>(1, 4, 3), std::make_shared<BatchNorm2d>(4)});
+  Sequential model({features, std::make_shared<Flatten>()});
+  auto replacement = std::make_shared<BatchNorm2d>(4, 1e-3);
+  features->replace_child("1", replacement);
+  CHECK(&model.parameter("0.1.weight") == &replacement->weight());
+  CHECK(replacement->weight().name() == "0.1.weight");
+  CHECK(model.summary().find("eps=0.001") != std::string::npos);
+  CHECK_THROWS_WITH(features->replace_child("7", replacement), Catch::Contains("no child named '7'"));
+  // A parameter-free child nested two levels down gives its place's name too.
+  features->add(std::make_shared<ReLU>());
+  features->add(std::make_shared<Linear>(2, 3));  // added after the tree was built
+  CHECK(model.parameter("0.3.weight").name() == "0.3.weight");
+  features->replace_child("2", std::make_shared<Linear>(2, 2));
+  CHECK(model.parameter("0.2.bias").name() == "0.2.bias");
+}
+
 TEST_CASE("the same manual_seed builds the same weights", "[nn][init]") {
   manual_seed(42);
   Linear a(10, 5);

@@ -52,6 +52,10 @@ class Module {
   const std::vector<std::pair<std::string, std::shared_ptr<Module>>>& children() const {
     return children_;
   }
+  /// Swaps the child registered as `local_name` for `child` (e.g. BatchNorm -> SyncBatchNorm
+  /// in lesson 06); the new child's parameters take the old one's dotted names. Throws when
+  /// there is no such child.
+  void replace_child(const std::string& local_name, std::shared_ptr<Module> child);
   /// Total number of parameter elements.
   std::int64_t num_parameters();
 
@@ -115,6 +119,7 @@ class Module {
   std::vector<std::pair<std::string, std::unique_ptr<Parameter>>> params_;  // local names
   std::vector<std::pair<std::string, Tensor>> buffers_;
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
+  std::string path_;  // dotted path from the root ("" for the root), kept by prefix_names
   bool training_ = true;
   Device device_ = Device::cpu();
   DType dtype_ = DType::f32;
