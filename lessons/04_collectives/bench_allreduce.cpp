@@ -137,7 +137,8 @@ int main(int argc, char** argv) {
     const double bus_factor = 2.0 * (p - 1) / p;  // busbw = algbw * 2(p-1)/p (nccl-tests)
     dist::log0("# bench_allreduce: ", p, " ranks on ", dist::num_nodes(), " node(s), backend ",
                pg->backend_name(), ", device ", opt.device, ", dtype f32, ",
-               opt.iters > 0 ? std::to_string(opt.iters) + " iterations" : "timed for ~" + std::to_string(opt.seconds) + " s",
+               opt.iters > 0 ? mgpu::detail::concat(opt.iters, " iterations")
+                             : mgpu::detail::concat("timed for ~", opt.seconds, " s"),
                " per size");
     if (!have_ring) dist::log0("# ring: not run: ", ring_missing);
     dist::log0("#                         ring (lesson 04)                 library all_reduce (",

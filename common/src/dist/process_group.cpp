@@ -74,16 +74,19 @@ BackendChoice choose_backend(const std::string& requested, const Device& device)
   if (requested == "nccl") {
     MGPU_CHECK(detail::built_with_nccl(), "nccl backend: this build of mgpu has no NCCL ",
                "(rebuild with -Dcuda=enabled where NCCL is installed), so use --backend mpi");
-    MGPU_CHECK(all_ok, "nccl backend refused: ", g.distinct == 0 ? "no GPU is visible; " : "",
-               sharing, ", but NCCL needs a GPU of its own for every rank (it would stop with ",
-               "'Duplicate GPU detected'). Fix: run with --backend mpi, or start at most ",
-               std::max(g.distinct, 1), " rank(s) per node (e.g. mpirun -np ",
-               std::max(g.distinct, 1), ")");
+    MGPU_CHECK(all_ok || g.distinct > 0, "nccl backend refused: no GPU is visible on this ",
+               "node, and NCCL needs a GPU of its own for every rank. Fix: run with --backend "
+               "mpi and --device cpu");
+    MGPU_CHECK(all_ok, "nccl backend refused: ", sharing, ", but NCCL needs a GPU of its own ",
+               "for every rank (it would stop with 'Duplicate GPU detected'). Fix: run with ",
+               "--backend mpi, or start at most ", g.distinct, " rank(s) per node (e.g. mpirun ",
+               "-np ", g.distinct, ")");
     return {"nccl", "asked for with --backend nccl; " + sharing};
   }
   if (!detail::built_with_nccl()) return {"mpi", "this build has no NCCL"};
   if (!all_ok)
-    return {"mpi", sharing + " on some node, and NCCL needs a GPU of its own per rank"};
+    return {"mpi", g.distinct == 0 ? std::string("no GPU is visible")
+                                   : sharing + " (or some node does), and NCCL needs a GPU of its own per rank"};
   return {"nccl", "every rank has a GPU of its own (" + sharing + ")"};
 }
 
