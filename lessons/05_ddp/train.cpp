@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <fstream>
 #include <memory>
@@ -54,6 +55,7 @@ struct Options {
   double first_bucket_cap_mb = 1.0;
   bool find_unused = false;
   bool no_broadcast_buffers = false;
+  bool no_sampler = false;  // the pitfall: every rank reads everything in the same order
   std::string comm_hook = "allreduce";
   std::string metrics, trace;
 };
@@ -186,7 +188,12 @@ class RankTrace {
 int run(const Options& opt) {
   const int rank = dist::rank(), world = dist::world_size();
   const bool main_rank = rank == 0;
-  const bool terminal = main_rank && isatty(fileno(stdout)) != 0;
+  // Under mpirun a rank's stdout is a pseudo-terminal even when mpirun's output goes to a
+  // file, so the progress line is opt-in there (MGPU_PROGRESS=1).
+  const char* progress = std::getenv("MGPU_PROGRESS");
+  const bool under_mpirun = std::getenv("OMPI_COMM_WORLD_SIZE") || std::getenv("PMI_SIZE");
+  const bool terminal = main_rank && isatty(fileno(stdout)) != 0 &&
+                        (progress ? std::strcmp(progress, "0") != 0 : !under_mpirun);
 
   // Step 0) one process per device: this rank's device, its group, a CPU group for logging.
   const Device device = dist::rank_device(opt.device);
@@ -211,7 +218,10 @@ int run(const Options& opt) {
   lo.batch_size = opt.batch_size;
   lo.seed = opt.seed;
   lo.device = device;
-  data::DataLoader train_loader(train_set, lo, sampler);
+  // --no-distributed-sampler: the same seed on every rank gives every rank the same batches.
+  std::shared_ptr<data::Sampler> train_sampler = sampler;
+  if (opt.no_sampler) train_sampler = std::make_shared<data::RandomSampler>(n_train, true, opt.seed);
+  data::DataLoader train_loader(train_set, lo, train_sampler);
   lo.batch_size = 1000;
   lo.shuffle = false;
   data::DataLoader test_loader(test_set, lo,
@@ -240,8 +250,9 @@ int run(const Options& opt) {
              optimizer.describe(), "; comm hook: ", opt.comm_hook);
   dist::log0(ddp.describe(), "\n", ddp.bucket_summary());
   dist::log0("batch: ", opt.batch_size, " per rank, global ", opt.batch_size * world, " (",
-             world, " rank(s)); ", sampler->num_samples(), " samples and ", steps_per_epoch,
-             " steps per rank per epoch");
+             world, " rank(s)); ", train_loader.num_samples(), " samples and ", steps_per_epoch,
+             " steps per rank per epoch",
+             opt.no_sampler ? " (no DistributedSampler: every rank sees the same batches!)" : "");
 
   std::ofstream metrics;
   if (main_rank && !opt.metrics.empty()) {
@@ -399,6 +410,9 @@ int main(int argc, char** argv) {
       ->check(CLI::NonNegativeNumber)->capture_default_str();
   app.add_flag("--find-unused-parameters", opt.find_unused,
                "mark parameters that got no gradient ready at the end of backward");
+  app.add_flag("--no-distributed-sampler", opt.no_sampler,
+               "every rank reads the whole training set in the same order (the classic "
+               "mistake, to measure it)");
   app.add_flag("--no-broadcast-buffers", opt.no_broadcast_buffers,
                "do not copy rank 0's buffers (BatchNorm statistics) before each forward");
   app.add_option("--comm-hook", opt.comm_hook, "allreduce or fp16 (compress buckets to f16)")

@@ -30,7 +30,7 @@ inline dist::ProcessGroup& group() {
   static std::shared_ptr<dist::ProcessGroup> g = [] {
     dist::GroupOptions o;
     o.announce = false;
-    o.timeout_s = 120;  // a learner's bug that hangs a collective fails the test, not the CI job
+    o.timeout_s = 60;  // a learner's bug that hangs a collective fails the job in a minute
     return dist::new_group("mpi", Device::cpu(), o);
   }();
   return *g;

@@ -401,3 +401,41 @@ TEST_CASE("library: buffers come from rank 0 before each forward; fp16 hook; exa
   CHECK(std::fabs(bucket.buffer.to_vector<float>()[5] - want_sum) <= 2e-3 * std::fabs(want_sum) + 1e-3);
   CHECK(bucket.buffer.dtype() == DType::f32);
 }
+
+TEST_CASE("gpu: DDP on CUDA (mpi backend, ranks may share a GPU) matches DDP on the CPU",
+          "[05_ddp][gpu]") {
+  const int w = group().size(), rank = group().rank();
+  const Device gpu = dist::rank_device(Device::Kind::cuda);
+  static std::shared_ptr<dist::ProcessGroup> gpu_group = [&] {
+    dist::GroupOptions o;
+    o.announce = false;
+    o.timeout_s = 60;
+    return dist::new_group("mpi", gpu, o);
+  }();
+  ToyData data(static_cast<std::int64_t>(w) * 8);
+  auto run = [&](const Device& device, dist::ProcessGroup& g) {
+    auto net = make_net(true, 21);
+    net->to(device);
+    par::DistributedDataParallel ddp(net, g, three_buckets(true));
+    mgpu::optim::SGD opt(ddp.parameters(), {0.1, 0.9, 0.0});
+    for (int step = 0; step < 3; ++step) {
+      Tensor x, y;
+      const std::int64_t base = 8 * rank;
+      data.batch({base + 2 * step, base + 2 * step + 1}, x, y);
+      opt.zero_grad();
+      nn::CrossEntropyLoss loss;
+      loss.forward(ddp.forward(x.to(device)), y.to(device));
+      ddp.backward(loss.backward());
+      opt.step();
+    }
+    return net;
+  };
+  auto on_cpu = run(Device::cpu(), group());
+  auto on_gpu = run(gpu, *gpu_group);
+  double worst = 0;
+  auto a = on_cpu->named_parameters(), b = on_gpu->named_parameters();
+  for (std::size_t i = 0; i < a.size(); ++i)
+    worst = std::max(worst, max_abs_diff(a[i].second->value, b[i].second->value.to(Device::cpu())));
+  INFO("rank " << rank << ": largest difference " << worst);
+  CHECK(all_ranks(worst < 1e-5));
+}
