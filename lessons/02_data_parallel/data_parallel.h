@@ -87,7 +87,7 @@ std::vector<Tensor> parallel_apply(const std::vector<Device>& devices, const Rep
 
 // ---- The wrapper (data_parallel.cpp, given) ---------------------------------------------------
 
-/// Wall time (ms) and call counts per phase, summed over steps.
+/// Wall time (ms) per phase, summed over steps.
 struct PhaseTimes {
   std::map<std::string, double> ms;
   void add(const std::string& phase, double milliseconds) { ms[phase] += milliseconds; }

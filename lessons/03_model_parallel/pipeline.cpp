@@ -156,12 +156,15 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
       for (const Op& op : s.stage_ops(k)) {
         const int m = op.micro;
         double start = 0;
+        Mailbox* send_to = nullptr;  // where this op's output goes, if anywhere
+        Tensor sent;
         if (op.kind == OpKind::forward) {
           const Tensor in = inputs[k].take(m, timeout_s_, abort, "activation", k);
           start = now_us();
           Tensor out = stage.forward(in);
           if (k + 1 < K) {
-            inputs[k + 1].post(m, out.to(stages_[k + 1].device));  // copy_ waits for `out`
+            send_to = &inputs[k + 1];
+            sent = out.to(stages_[k + 1].device);  // copy_ waits for `out`
           } else {
             logits[m] = out;
           }
@@ -178,10 +181,15 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
             start = now_us();
           }
           Tensor g_in = stage.backward(g);
-          if (k > 0) grads[k - 1].post(m, g_in.to(stages_[k - 1].device));
+          if (k > 0) {
+            send_to = &grads[k - 1];
+            sent = g_in.to(stages_[k - 1].device);
+          }
         }
         compute.synchronize();  // the op is really done: its time is the device's time
         timings[k].push_back({k, op, start, now_us()});
+        // Posted after the op's end is taken, so the receiver cannot start before it.
+        if (send_to) send_to->post(m, std::move(sent));
       }
     } catch (const Aborted&) {
       // another stage failed first; its error is the one reported

@@ -40,8 +40,8 @@ TEST_CASE("task4: the replicas run at the same time, one thread each", "[02_data
     ++started;
     threads.insert(std::this_thread::get_id());
     cv.notify_all();
-    const bool all = cv.wait_for(lock, std::chrono::seconds(5), [&] { return started == n; });
-    MGPU_CHECK(all, "replica ", i, " waited 5 s for the others to start: the replicas do not run at once");
+    const bool all = cv.wait_for(lock, std::chrono::seconds(3), [&] { return started == n; });
+    MGPU_CHECK(all, "replica ", i, " waited 3 s for the others to start: the replicas do not run at once");
     return Tensor::zeros({1}, DType::f32, devices[i]);
   }));
   CHECK(out.size() == n);
