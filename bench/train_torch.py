@@ -11,6 +11,7 @@ Without PyTorch it says so and exits 0 (a benchmark prints numbers; it does not 
 """
 import argparse
 import gzip
+import math
 import os
 import statistics
 import struct
@@ -119,6 +120,11 @@ def train(args):
     loss_fn = nn.CrossEntropyLoss()
     start, train_time, seen_total = time.perf_counter(), 0.0, 0
     for epoch in range(args.epochs):
+        # The same per-epoch learning rate as `train --schedule`.
+        lr = args.lr * 0.5 * (1 + math.cos(math.pi * epoch / args.epochs)) \
+            if args.schedule == "cosine" else args.lr
+        for group in opt.param_groups:
+            group["lr"] = lr
         model.train()
         g = torch.Generator().manual_seed(args.seed + epoch)
         order = torch.randperm(len(y_train), generator=g)
@@ -148,7 +154,7 @@ def train(args):
                 test_loss += loss_fn(logits, y_test[b:b + 1000]).item() * len(logits)
                 test_correct += (logits.argmax(1) == y_test[b:b + 1000]).sum().item()
         test_acc = test_correct / len(y_test)
-        print(f"epoch {epoch + 1}/{args.epochs}: train_loss={loss_sum / seen:.4f} "
+        print(f"epoch {epoch + 1}/{args.epochs}: lr={lr:.4g} train_loss={loss_sum / seen:.4f} "
               f"train_acc={correct / seen:.4f} test_loss={test_loss / len(y_test):.4f} "
               f"test_acc={test_acc:.4f} samples_per_s={seen / dt:.0f} "
               f"step_ms={1e3 * dt / steps:.2f} time_s={time.perf_counter() - start:.1f}", flush=True)
@@ -170,6 +176,7 @@ def main():
     p.add_argument("--data", default=FMNIST_DIR)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
+    p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine")
     args = p.parse_args()
     if args.threads:
         torch.set_num_threads(args.threads)

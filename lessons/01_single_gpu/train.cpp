@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <chrono>
+#include <cmath>
 #include <cstdio>
 #include <fstream>
 #include <string>
@@ -36,10 +37,13 @@ struct Options {
   double lr = 0.01;
   double momentum = 0.9;
   double weight_decay = 0.0;
+  std::string schedule = "cosine";
   std::uint64_t seed = 0;
   std::int64_t train_samples = 0;  // 0: the whole training set
   std::string metrics, trace;
 };
+
+constexpr double kPi = 3.14159265358979323846;
 
 double now_s() {
   return std::chrono::duration<double>(std::chrono::steady_clock::now().time_since_epoch()).count();
@@ -171,8 +175,9 @@ int run(const Options& opt) {
   model->to(device);
   l01::SGD optimizer(model->parameters(), opt.lr, opt.momentum, opt.weight_decay);
   mgpu::nn::CrossEntropyLoss loss_fn;
-  std::printf("model: %s, %lld parameters; %s\n", opt.model.c_str(),
-              static_cast<long long>(model->num_parameters()), optimizer.describe().c_str());
+  std::printf("model: %s, %lld parameters; %s, %s schedule over %d epochs\n",
+              opt.model.c_str(), static_cast<long long>(model->num_parameters()),
+              optimizer.describe().c_str(), opt.schedule.c_str(), opt.epochs);
   std::printf("batch: %lld per rank, global %lld (1 rank); %lld steps per epoch\n",
               static_cast<long long>(opt.batch_size), static_cast<long long>(opt.batch_size),
               static_cast<long long>(train_loader.num_batches()));
@@ -194,6 +199,12 @@ int run(const Options& opt) {
   double train_time = 0, last_train_loss = 0, last_test_acc = 0;
   std::int64_t trained_samples = 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    // The learning rate of this epoch: constant, or a half cosine from lr down towards 0
+    // (large steps while far from a minimum, small ones to settle into it at the end).
+    const double lr = opt.schedule == "cosine"
+                          ? opt.lr * 0.5 * (1.0 + std::cos(kPi * epoch / opt.epochs))
+                          : opt.lr;
+    optimizer.set_lr(lr);
     const double epoch_start = now_s();
     train_loader.start_epoch(epoch);
     double loss_sum = 0;
@@ -236,13 +247,14 @@ int run(const Options& opt) {
     const double step_ms = steps ? 1e3 * epoch_train_time / static_cast<double>(steps) : 0;
     last_train_loss = train_loss;
     last_test_acc = test.accuracy;
-    std::printf("epoch %d/%d: train_loss=%.4f train_acc=%.4f test_loss=%.4f test_acc=%.4f "
-                "samples_per_s=%.0f step_ms=%.2f data_wait_s=%.2f time_s=%.1f\n",
-                epoch + 1, opt.epochs, train_loss, train_acc, test.loss, test.accuracy,
+    std::printf("epoch %d/%d: lr=%.4g train_loss=%.4f train_acc=%.4f test_loss=%.4f "
+                "test_acc=%.4f samples_per_s=%.0f step_ms=%.2f data_wait_s=%.2f time_s=%.1f\n",
+                epoch + 1, opt.epochs, lr, train_loss, train_acc, test.loss, test.accuracy,
                 samples_per_s, step_ms, train_loader.wait_seconds(), now_s() - run_start);
     std::fflush(stdout);
     if (metrics.is_open()) {
-      metrics << nlohmann::json{{"epoch", epoch + 1},       {"train_loss", train_loss},
+      metrics << nlohmann::json{{"epoch", epoch + 1},       {"lr", lr},
+                                {"train_loss", train_loss},
                                 {"train_acc", train_acc},   {"test_loss", test.loss},
                                 {"test_acc", test.accuracy}, {"samples_per_s", samples_per_s},
                                 {"step_ms", step_ms},       {"world_size", 1},
@@ -285,6 +297,9 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--weight-decay", opt.weight_decay, "SGD weight decay (L2)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
+  app.add_option("--schedule", opt.schedule,
+                 "learning rate per epoch: cosine (from --lr down towards 0) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
   app.add_option("--seed", opt.seed, "seed of the initial weights and the shuffling")
       ->capture_default_str();
   app.add_option("--train-samples", opt.train_samples,
