@@ -13,6 +13,9 @@
 //   hidden    the part of comm_ms that lay inside backward, over comm_ms (from the timings)
 //   vs_one    1 - wait_ms / wait_ms of "one" (a single bucket, launched when backward ends,
 //             so all of its communication is exposed): the communication time saved
+// The configuration "none" trains the bare model on every rank with no DDP at all (no
+// collective): the step time the ranks' compute alone takes when W processes share the
+// machine, to tell a slowdown of the compute from the cost of communication.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -115,8 +118,44 @@ struct Result {
   double samples_per_s = 0;
 };
 
+// The bare model, no DDP: the compute-only baseline ("none").
+Result run_local(const Options& o, dist::ProcessGroup& group, const Device& device,
+                 const Tensor& x, const Tensor& y) {
+  nn::manual_seed(0);
+  auto model = make_model(o);
+  model->to(device);
+  mgpu::optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0});
+  nn::CrossEntropyLoss loss;
+  Result r;
+  r.config = "none (no DDP)";
+  for (int s = 0; s < o.warmup + o.steps; ++s) {
+    mgpu::synchronize(device);
+    group.barrier().wait();
+    const double t0 = par::clock_s();
+    opt.zero_grad();
+    const Tensor logits = model->forward(x);
+    loss.forward(logits, y);
+    mgpu::synchronize(device);
+    const double t1 = par::clock_s();
+    model->backward(loss.backward());
+    mgpu::synchronize(device);
+    const double t2 = par::clock_s();
+    opt.step();
+    mgpu::synchronize(device);
+    const double t3 = par::clock_s();
+    if (s < o.warmup) continue;
+    r.step_ms += 1e3 * (t3 - t0);
+    r.fwd_ms += 1e3 * (t1 - t0);
+    r.bwd_ms += 1e3 * (t2 - t1);
+  }
+  for (double* v : {&r.step_ms, &r.fwd_ms, &r.bwd_ms}) *v /= o.steps;
+  r.samples_per_s = 1e3 * static_cast<double>(x.size(0) * group.size()) / r.step_ms;
+  return r;
+}
+
 Result run_config(const Options& o, const std::string& cap, dist::ProcessGroup& group,
                   const Device& device, const Tensor& x, const Tensor& y) {
+  if (cap == "none") return run_local(o, group, device, x, y);
   nn::manual_seed(0);
   auto model = make_model(o);
   model->to(device);
@@ -236,7 +275,8 @@ int main(int argc, char** argv) {
   app.add_option("--steps", o.steps, "measured steps per configuration")
       ->check(CLI::PositiveNumber)->capture_default_str();
   app.add_option("--warmup", o.warmup, "unmeasured steps first")->capture_default_str();
-  app.add_option("--caps", o.caps, "comma-separated bucket caps in MiB; 'one' = a single bucket")
+  app.add_option("--caps", o.caps,
+                 "comma-separated bucket caps in MiB; 'one' = a single bucket, 'none' = no DDP")
       ->capture_default_str();
   app.add_option("--device", o.device, "cpu or cuda")->capture_default_str();
   app.add_option("--backend", o.backend, "auto, mpi or nccl")->capture_default_str();

@@ -6,7 +6,9 @@
   bench/ddp_scaling.py --build-dir build-cuda --device cuda
 
 Prints, per model and rank count, the samples/s of the default configuration (25 MiB
-buckets) and the scaling efficiency samples/s(W) / (W * samples/s(1)); then, at the
+buckets) and the scaling efficiency samples/s(W) / (W * samples/s(1)); beside it the
+same for the bare model without DDP on every rank ("no comm"), which separates what the
+ranks lose by sharing the machine from what communication costs; then, at the
 largest rank count, bench_ddp's bucket sweep (step time, exposed wait, share of the
 all-reduce hidden behind backward). Every rank gets OPENBLAS_NUM_THREADS=--threads (1 by
 default), so on the CPU one rank stands for one device. The machine, its cores and its
@@ -78,7 +80,7 @@ def main():
         top = max(args.ranks)
         for model in args.models:
             for n in args.ranks:
-                run_bench(args, n, model, args.caps if n == top else "25", out)
+                run_bench(args, n, model, ("none," + args.caps) if n == top else "none,25", out)
         with open(out) as f:
             rows = [json.loads(line) for line in f if line.strip()]
     load_after = os.getloadavg()
@@ -90,23 +92,32 @@ def main():
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; OPENBLAS_NUM_THREADS={args.threads} "
           f"per rank; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print(f"\nscaling (25 MiB buckets, batch {args.batch_size} per rank):")
-    print(f"{'model':8} {'ranks':>5} {'samples/s':>10} {'step_ms':>8} {'efficiency':>10}")
+    print(f"{'model':8} {'ranks':>5} {'samples/s':>10} {'step_ms':>8} {'efficiency':>10} "
+          f"{'no-comm step_ms':>16} {'no-comm eff.':>12} {'DDP overhead':>12}")
+
+    def find(model, n, config):
+        return next((r for r in rows if r["model"] == model and r["world_size"] == n
+                     and r["config"] == config), None)
+
     for model in args.models:
-        base = next((r for r in rows if r["model"] == model and r["world_size"] == 1
-                     and r["config"] == "cap 25 MiB"), None)
+        base, base_local = find(model, 1, "cap 25 MiB"), find(model, 1, "none (no DDP)")
         for n in args.ranks:
-            r = next((r for r in rows if r["model"] == model and r["world_size"] == n
-                      and r["config"] == "cap 25 MiB"), None)
-            if r is None:
+            r, local = find(model, n, "cap 25 MiB"), find(model, n, "none (no DDP)")
+            if r is None or local is None:
                 continue
             eff = r["samples_per_s"] / (n * base["samples_per_s"]) if base else float("nan")
-            print(f"{model:8} {n:5d} {r['samples_per_s']:10.0f} {r['step_ms']:8.1f} {100 * eff:9.0f}%")
+            leff = (local["samples_per_s"] / (n * base_local["samples_per_s"])
+                    if base_local else float("nan"))
+            overhead = r["step_ms"] / local["step_ms"] - 1
+            print(f"{model:8} {n:5d} {r['samples_per_s']:10.0f} {r['step_ms']:8.1f} "
+                  f"{100 * eff:9.0f}% {local['step_ms']:16.1f} {100 * leff:11.0f}% "
+                  f"{100 * overhead:11.0f}%")
     top = max(args.ranks)
     print(f"\nbucket sweep at {top} ranks (hidden = share of all-reduce time inside backward):")
     print(f"{'model':8} {'config':14} {'buckets':>7} {'step_ms':>8} {'wait_ms':>8} {'comm_ms':>8} "
           f"{'hidden':>7} {'vs_one':>7}")
     for r in rows:
-        if r["world_size"] != top:
+        if r["world_size"] != top or r["config"].startswith("none"):
             continue
         vs = r.get("saved_vs_one_bucket")
         vs_text = f"{100 * vs:6.0f}%" if vs is not None else "      -"
