@@ -18,15 +18,18 @@ namespace mgpu {
 /// returns to its allocator when the last tensor lets go.
 class Storage {
  public:
+  /// Allocates `bytes` on `device` (from the cache on GPUs). `pinned` asks for page-locked
+  /// host memory; it is honoured only in a CUDA build with a GPU (see pinned()).
+  /// Throws mgpu::Error for a CUDA device in a build without CUDA.
   Storage(Device device, std::size_t bytes, bool pinned = false);
   ~Storage();
   Storage(const Storage&) = delete;
   Storage& operator=(const Storage&) = delete;
 
-  void* data() const { return ptr_; }
-  std::size_t bytes() const { return bytes_; }
-  const Device& device() const { return device_; }
-  bool pinned() const { return pinned_; }
+  void* data() const { return ptr_; }                ///< start of the block (device memory on GPUs)
+  std::size_t bytes() const { return bytes_; }       ///< size requested at construction
+  const Device& device() const { return device_; }   ///< device the block lives on
+  bool pinned() const { return pinned_; }            ///< true only if page-locking succeeded
 
  private:
   Device device_;
@@ -43,6 +46,7 @@ struct MemoryStats {
   std::size_t device_mallocs = 0;  ///< cudaMalloc calls so far (a warm training step adds none)
 };
 
+/// A snapshot of `d`'s memory counters (each logical device counts separately).
 MemoryStats memory_stats(const Device& d);
 /// Sets peak_allocated to the current allocated value.
 void reset_peak_memory(const Device& d);

@@ -14,23 +14,32 @@ namespace mgpu {
 
 /// Where a tensor lives and where its ops run.
 struct Device {
+  /// The memory space a device belongs to.
   enum class Kind { cpu, cuda };
-  Kind kind = Kind::cpu;
-  int index = 0;
+  Kind kind = Kind::cpu;  ///< cpu or cuda
+  int index = 0;          ///< logical index: `cuda:5` is kind cuda, index 5
 
+  /// cpu:0.
   Device() = default;
+  /// Device `i` of kind `k` (logical; no check that it exists).
   Device(Kind k, int i) : kind(k), index(i) {}
 
+  /// Host memory space `i` (cpu:i).
   static Device cpu(int i = 0) { return {Kind::cpu, i}; }
+  /// Logical GPU `i` (cuda:i); runs on physical GPU i % cuda_device_count().
   static Device cuda(int i = 0) { return {Kind::cuda, i}; }
   /// Parses "cpu", "cpu:1", "cuda", "cuda:3"; throws mgpu::Error with the accepted forms.
   static Device parse(const std::string& text);
 
+  /// True for cpu:i.
   bool is_cpu() const { return kind == Kind::cpu; }
+  /// True for cuda:i.
   bool is_cuda() const { return kind == Kind::cuda; }
   /// "cpu:0", "cuda:1".
   std::string str() const;
+  /// Same kind and same logical index (cuda:0 and cuda:2 differ even when they share a GPU).
   bool operator==(const Device& o) const { return kind == o.kind && index == o.index; }
+  /// Negation of operator==.
   bool operator!=(const Device& o) const { return !(*this == o); }
 };
 
@@ -49,12 +58,14 @@ bool built_with_cuda();
 
 /// What a device is: name, memory, compute capability, SM count (zeros on the CPU).
 struct DeviceProperties {
-  std::string name;
-  std::size_t total_memory = 0;
-  int major = 0, minor = 0;
-  int multiprocessors = 0;
+  std::string name;               ///< GPU model name, or "host CPU memory space i"
+  std::size_t total_memory = 0;   ///< global memory in bytes
+  /// Compute capability, major part (9 for an H100; `minor` is the part after the dot).
+  int major = 0, minor = 0;  ///< compute capability, minor part (0 for an H100)
+  int multiprocessors = 0;        ///< number of streaming multiprocessors (SMs)
   double memory_bandwidth_gbs = 0;  ///< theoretical peak from clock and bus width (0 if unknown)
 };
+/// Properties of the physical GPU behind `d`; for a CPU device only `name` is set.
 DeviceProperties device_properties(const Device& d);
 
 /// One line per device: "cuda:1 -> GPU 0 (NVIDIA H100 ...)" or "cpu:1 -> host memory space 1".
@@ -65,6 +76,7 @@ std::string describe_mapping(const std::vector<Device>& devices);
 /// (no-op on the CPU).
 class DeviceGuard {
  public:
+  /// Switches to `d`'s physical GPU, remembering the previous one to restore on destruction.
   explicit DeviceGuard(const Device& d);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;

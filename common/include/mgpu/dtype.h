@@ -22,11 +22,11 @@ bool is_floating(DType t);
 
 /// IEEE 754 binary16 stored as its bits. Arithmetic goes through float.
 struct half {
-  std::uint16_t bits = 0;
+  std::uint16_t bits = 0;  ///< raw binary16 bit pattern (sign, 5 exponent, 10 mantissa bits)
 };
 /// bfloat16 (the upper 16 bits of a float) stored as its bits.
 struct bfloat16 {
-  std::uint16_t bits = 0;
+  std::uint16_t bits = 0;  ///< raw bfloat16 bit pattern (sign, 8 exponent, 7 mantissa bits)
 };
 
 /// float -> binary16 with round-to-nearest-even; overflow gives inf, NaN stays NaN.
@@ -45,11 +45,14 @@ inline float bf16_to_float(bfloat16 b) {
 
 /// Maps a C++ type to its DType (used by Tensor::data<T>() checks).
 template <typename T> struct dtype_of;
+/// @cond
+// One specialization per DType; `value` is the matching enumerator.
 template <> struct dtype_of<float> { static constexpr DType value = DType::f32; };
 template <> struct dtype_of<double> { static constexpr DType value = DType::f64; };
 template <> struct dtype_of<half> { static constexpr DType value = DType::f16; };
 template <> struct dtype_of<bfloat16> { static constexpr DType value = DType::bf16; };
 template <> struct dtype_of<std::int32_t> { static constexpr DType value = DType::i32; };
 template <> struct dtype_of<std::int64_t> { static constexpr DType value = DType::i64; };
+/// @endcond
 
 }  // namespace mgpu

@@ -12,6 +12,7 @@ namespace mgpu {
 /// and, where there is one, how to fix it.
 class Error : public std::runtime_error {
  public:
+  /// `what` is the full message: op name, operands, and the fix where there is one.
   explicit Error(const std::string& what) : std::runtime_error(what) {}
 };
 

@@ -30,8 +30,11 @@ Tensor cast(const Tensor& src, DType dtype);
 void cast_(Tensor& dst, const Tensor& src);
 
 // ---- elementwise (same shape, dtype, device) -------------------------------------------
+/// a + b, elementwise, as a new tensor.
 Tensor add(const Tensor& a, const Tensor& b);
+/// a - b, elementwise, as a new tensor.
 Tensor sub(const Tensor& a, const Tensor& b);
+/// a * b, elementwise (Hadamard product), as a new tensor.
 Tensor mul(const Tensor& a, const Tensor& b);
 /// a += b
 void add_(Tensor& a, const Tensor& b);

@@ -19,7 +19,7 @@ namespace mgpu {
 /// Four 32-bit random words for counter `counter` under key `seed` (Philox4x32, 10 rounds;
 /// Salmon et al., "Parallel random numbers: as easy as 1, 2, 3", SC'11).
 struct Philox4 {
-  std::uint32_t v[4];
+  std::uint32_t v[4];  ///< the four output words, each uniform over [0, 2^32)
 };
 
 /// The full generator: a 128-bit counter (c0..c3) under a 64-bit key (k0, k1).

@@ -16,8 +16,11 @@ namespace mgpu {
 /// A handle to a CUDA stream of one logical device (or the CPU's "null" stream).
 class Stream {
  public:
+  /// The two streams of each CUDA device: compute() for kernels, comm() for collectives.
   enum class Role { compute, comm };
+  /// The CPU's null stream on cpu:0.
   Stream() = default;
+  /// Wraps an existing cudaStream_t `handle` of `device` (not owned; nullptr for the CPU).
   Stream(Device device, void* handle) : device_(device), handle_(handle) {}
 
   /// The stream ops on `d` use unless a StreamGuard says otherwise.
@@ -29,6 +32,7 @@ class Stream {
 
   /// Blocks the host until all work queued on the stream is done.
   void synchronize() const;
+  /// Device whose work this stream orders.
   const Device& device() const { return device_; }
   /// The cudaStream_t, as void* so this header needs no CUDA include (nullptr on the CPU).
   void* handle() const { return handle_; }
@@ -41,6 +45,7 @@ class Stream {
 /// Makes `s` the current stream of its device for this thread, for the guard's lifetime.
 class StreamGuard {
  public:
+  /// Makes `s` current, remembering the previous stream to restore on destruction.
   explicit StreamGuard(const Stream& s);
   ~StreamGuard();
   StreamGuard(const StreamGuard&) = delete;
@@ -54,16 +59,20 @@ class StreamGuard {
 /// stream wait for it; elapsed_ms() times GPU work between two events.
 class Event {
  public:
+  /// `timing` = true allows elapsed_ms(); it is off by default because timing events
+  /// cost more to record. The CUDA event is created on the first record().
   explicit Event(bool timing = false);
   ~Event();
   Event(const Event&) = delete;
   Event& operator=(const Event&) = delete;
 
+  /// Places the event after all work queued on `s` so far (on the CPU: notes the host time).
   void record(const Stream& s);
   /// Later work on `s` starts only after this event has completed.
   void wait(const Stream& s) const;
   /// Blocks the host until the event has completed.
   void synchronize() const;
+  /// True once the event has completed (always true on the CPU or before record()). Never blocks.
   bool query() const;
   /// Milliseconds between `start` and this event (both recorded with timing = true).
   float elapsed_ms(const Event& start) const;

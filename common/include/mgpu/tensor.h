@@ -33,8 +33,10 @@ class Tensor {
   /// Uninitialized memory of the given shape.
   static Tensor empty(const Shape& shape, DType dtype = DType::f32,
                       const Device& device = Device::cpu());
+  /// A new tensor of the given shape, every element 0.
   static Tensor zeros(const Shape& shape, DType dtype = DType::f32,
                       const Device& device = Device::cpu());
+  /// A new tensor of the given shape, every element `value` (converted to `dtype`).
   static Tensor full(const Shape& shape, double value, DType dtype = DType::f32,
                      const Device& device = Device::cpu());
   /// Page-locked host memory: the staging buffer for asynchronous host<->GPU copies.
@@ -44,15 +46,21 @@ class Tensor {
   static Tensor from_vector(const std::vector<T>& values, const Shape& shape,
                             const Device& device = Device::cpu());
 
+  /// False for a default-constructed tensor (no storage).
   bool defined() const { return storage_ != nullptr; }
+  /// Sizes of each dimension, outermost first.
   const Shape& shape() const { return shape_; }
   /// Number of dimensions.
   int ndim() const { return static_cast<int>(shape_.size()); }
   /// Size of dimension `d` (negative counts from the end).
   std::int64_t size(int d) const;
+  /// Number of elements (product of the shape; 1 for a scalar).
   std::int64_t numel() const { return numel_; }
+  /// Bytes the elements occupy: numel() * dtype_size(dtype()).
   std::size_t nbytes() const { return static_cast<std::size_t>(numel_) * dtype_size(dtype_); }
+  /// Element type.
   DType dtype() const { return dtype_; }
+  /// Device the storage lives on and ops on this tensor run on.
   const Device& device() const { return device_; }
   /// "f32[64, 10] on cuda:0" — used in every error message.
   std::string str() const;
@@ -75,7 +83,9 @@ class Tensor {
   Tensor slice(std::int64_t begin, std::int64_t end) const;
   /// Shares storage with `other` (the same block, possibly different offsets).
   bool shares_storage(const Tensor& other) const { return storage_ == other.storage_; }
+  /// Where this tensor starts in its storage, in elements (0 unless this is a view at an offset).
   std::int64_t offset() const { return offset_; }
+  /// The shared memory block (null for an undefined tensor).
   const std::shared_ptr<Storage>& storage() const { return storage_; }
 
   /// A copy on another device (same dtype). Returns *this if already there.

@@ -33,27 +33,34 @@ namespace mgpu::dist {
 
 /// How a reduction combines the ranks' values. avg is sum / world size (floating dtypes only).
 enum class ReduceOp { sum, avg, max, min };
+/// "sum", "avg", "max", "min" (for messages).
 const char* reduce_op_name(ReduceOp op);
 
 /// One message of a batch_isend_irecv call.
 struct P2POp {
+  /// Direction of the message.
   enum class Kind { send, recv };
-  Kind kind = Kind::send;
-  Tensor tensor;
-  int peer = 0;
-  int tag = 0;
+  Kind kind = Kind::send;  ///< send or receive
+  Tensor tensor;           ///< data to send, or buffer to receive into
+  int peer = 0;            ///< destination rank (send) or source rank (recv)
+  int tag = 0;             ///< matches a send with its recv between the same two ranks
+  /// A send of `t` to rank `dst`.
   static P2POp isend(const Tensor& t, int dst, int tag = 0) { return {Kind::send, t, dst, tag}; }
+  /// A receive into `t` from rank `src`.
   static P2POp irecv(const Tensor& t, int src, int tag = 0) { return {Kind::recv, t, src, tag}; }
 };
 
+/// A communicator over ranks; the "mpi" and "nccl" backends implement it (see the file
+/// comment). Created by new_group() or init_process_group().
 class ProcessGroup {
  public:
   virtual ~ProcessGroup() = default;
   ProcessGroup(const ProcessGroup&) = delete;
   ProcessGroup& operator=(const ProcessGroup&) = delete;
 
-  /// This process's rank in the group, and the group's size.
+  /// This process's rank in the group: 0..size()-1.
   int rank() const { return rank_; }
+  /// Number of ranks in the group.
   int size() const { return size_; }
   /// "mpi" or "nccl".
   virtual std::string backend_name() const = 0;
@@ -90,6 +97,7 @@ class ProcessGroup {
   virtual Work batch_isend_irecv(const std::vector<P2POp>& ops) = 0;
 
  protected:
+  /// For backends: this process's `rank` in a group of `size` ranks.
   ProcessGroup(int rank, int size) : rank_(rank), size_(size) {}
 
  private:
@@ -100,7 +108,7 @@ class ProcessGroup {
 /// Which backend a group uses, and why (printed by new_group on rank 0).
 struct BackendChoice {
   std::string backend;  ///< "mpi" or "nccl"
-  std::string reason;
+  std::string reason;   ///< why, in words: e.g. "this build has no NCCL"
 };
 /// Resolves "auto", "mpi" or "nccl" for tensors on `device`. Collective: every rank must
 /// call it, and every rank gets the same answer. Throws mgpu::Error, on every rank, for a

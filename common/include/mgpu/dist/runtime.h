@@ -54,6 +54,7 @@ Device rank_device(const std::string& flag);
 /// RAII form of init()/finalize() for main(): `mgpu::dist::Runtime runtime(&argc, &argv);`.
 class Runtime {
  public:
+  /// Calls init(argc, argv); the destructor calls finalize().
   Runtime(int* argc = nullptr, char*** argv = nullptr) { init(argc, argv); }
   ~Runtime() { finalize(); }
   Runtime(const Runtime&) = delete;

@@ -18,10 +18,12 @@ namespace detail {
 struct WorkState;
 }
 
+/// Handle to one asynchronous op; copies share the same op (see the file comment).
 class Work {
  public:
   /// A Work that is already complete (what an empty batch returns).
   Work() = default;
+  /// Wraps the op's shared state (made by the group's engine, not by users).
   explicit Work(std::shared_ptr<detail::WorkState> state) : state_(std::move(state)) {}
 
   /// Blocks until the op is complete; throws mgpu::Error if it failed.
