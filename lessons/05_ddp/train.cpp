@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -46,6 +47,7 @@ struct Options {
   int epochs = 10;
   std::int64_t batch_size = 64;  // per rank, as in PyTorch
   double lr = 0.01;
+  std::string schedule = "cosine";  // as lesson 01, so the two runs compare like for like
   double momentum = 0.9;
   double weight_decay = 0.0;
   std::uint64_t seed = 0;
@@ -247,7 +249,8 @@ int run(const Options& opt) {
   std::int64_t steps_per_epoch = train_loader.num_batches();
   if (opt.steps > 0 && opt.steps < steps_per_epoch) steps_per_epoch = opt.steps;
   dist::log0("model: ", opt.model, ", ", model->num_parameters(), " parameters; ",
-             optimizer.describe(), "; comm hook: ", opt.comm_hook);
+             optimizer.describe(), ", ", opt.schedule, " schedule over ", opt.epochs,
+             " epochs; comm hook: ", opt.comm_hook);
   dist::log0(ddp.describe(), "\n", ddp.bucket_summary());
   dist::log0("batch: ", opt.batch_size, " per rank, global ", opt.batch_size * world, " (",
              world, " rank(s)); ", train_loader.num_samples(), " samples and ", steps_per_epoch,
@@ -266,6 +269,12 @@ int run(const Options& opt) {
   double train_time = 0, last_train_loss = 0, last_test_acc = 0;
   std::int64_t trained_samples = 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+    // The learning rate of this epoch, as in lesson 01: constant, or a half cosine from
+    // --lr down towards 0. Every rank computes the same value: no communication needed.
+    const double pi = std::acos(-1.0);
+    optimizer.set_lr(opt.schedule == "cosine"
+                         ? opt.lr * 0.5 * (1.0 + std::cos(pi * epoch / opt.epochs))
+                         : opt.lr);
     mgpu::synchronize(device);
     const double epoch_start = par::clock_s();
     // Without this, every epoch would visit the samples in the first epoch's order.
@@ -391,6 +400,9 @@ int main(int argc, char** argv) {
   app.add_option("--batch-size", opt.batch_size,
                  "samples per step on each rank (the global batch is this times the ranks)")
       ->check(CLI::PositiveNumber)->capture_default_str();
+  app.add_option("--schedule", opt.schedule,
+                 "learning rate per epoch: cosine (from --lr down towards 0) or constant")
+      ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
   app.add_option("--lr", opt.lr, "learning rate")->check(CLI::NonNegativeNumber)
       ->capture_default_str();
   app.add_option("--momentum", opt.momentum, "SGD momentum")->check(CLI::Range(0.0, 1.0))
