@@ -57,22 +57,8 @@ struct Options {
 };
 
 std::shared_ptr<nn::Sequential> make_model(const Options& o) {
+  if (o.model == "cnn") return nn::fashion_mnist_model("cnn");  // lesson 01's CNN
   auto m = std::make_shared<nn::Sequential>();
-  if (o.model == "cnn") {  // lesson 01's CNN
-    m->add(std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(32));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Conv2d>(32, 64, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(64));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Flatten>());
-    m->add(std::make_shared<nn::Linear>(64 * 7 * 7, 128));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(128, 10));
-    return m;
-  }
   // "mlp": lesson 01's MLP; "wide": `layers` Linear layers of `hidden` units, enough
   // gradient bytes for the bucket caps to matter.
   const std::int64_t hidden = o.model == "mlp" ? 256 : o.hidden;

@@ -25,33 +25,6 @@ using mgpu::Device;
 using mgpu::Tensor;
 namespace nn = mgpu::nn;
 
-// The same layers as lesson 01's make_model, built from the library's reference modules.
-std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
-  auto m = std::make_shared<nn::Sequential>();
-  if (name == "mlp") {
-    m->add(std::make_shared<nn::Flatten>());
-    m->add(std::make_shared<nn::Linear>(784, 256));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(256, 128));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(128, 10));
-  } else {
-    m->add(std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(32));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Conv2d>(32, 64, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(64));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Flatten>());
-    m->add(std::make_shared<nn::Linear>(3136, 128));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(128, 10));
-  }
-  return m;
-}
-
 /// Median milliseconds of fn() after `warmup` untimed calls. Events on the device's stream
 /// time GPU work by the GPU's clock (a launch returns before its kernel ran); on the CPU
 /// they read the wall clock.
@@ -112,7 +85,7 @@ int main(int argc, char** argv) {
       for (const std::string& name : models)
         for (std::int64_t batch : batches) {
           nn::manual_seed(0);
-          auto model = make_model(name);
+          auto model = nn::fashion_mnist_model(name);  // lesson 01's models
           model->to(device);
           mgpu::optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0});
           nn::CrossEntropyLoss loss_fn;

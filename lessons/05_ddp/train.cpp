@@ -62,34 +62,6 @@ struct Options {
   std::string metrics, trace;
 };
 
-// Lesson 01's models, from the library's layers (the same architecture and initialisation
-// order, so the same seed gives the same weights).
-std::shared_ptr<nn::Sequential> make_model(const std::string& name) {
-  auto m = std::make_shared<nn::Sequential>();
-  if (name == "mlp") {
-    m->add(std::make_shared<nn::Flatten>());
-    m->add(std::make_shared<nn::Linear>(28 * 28, 256));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(256, 128));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(128, 10));
-  } else {
-    m->add(std::make_shared<nn::Conv2d>(1, 32, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(32));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Conv2d>(32, 64, 3, 1, 1));
-    m->add(std::make_shared<nn::BatchNorm2d>(64));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::MaxPool2d>(2));
-    m->add(std::make_shared<nn::Flatten>());
-    m->add(std::make_shared<nn::Linear>(64 * 7 * 7, 128));
-    m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(128, 10));
-  }
-  return m;
-}
-
 // The test set split across ranks without padding (rank r takes r, r + W, ...), so every
 // test image is counted exactly once when the ranks' counts are summed.
 class StridedSampler : public data::Sampler {
@@ -234,7 +206,7 @@ int run(const Options& opt) {
   // Step 2) the model on this rank's device, wrapped: DDP checks that all ranks built the
   // same model and copies rank 0's weights to every rank.
   nn::manual_seed(opt.seed);
-  auto model = make_model(opt.model);
+  auto model = nn::fashion_mnist_model(opt.model);  // lesson 01's models
   model->to(device);
   par::DDPOptions ddp_options;
   ddp_options.bucket_cap_mb = opt.bucket_cap_mb;

@@ -11,5 +11,6 @@
 #include "mgpu/nn/linear.h"
 #include "mgpu/nn/loss.h"
 #include "mgpu/nn/maxpool2d.h"
+#include "mgpu/nn/models.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/nn/parameter.h"
