@@ -1,5 +1,6 @@
 /// @file all.h
-/// @brief Everything of mgpu::parallel: DDP, its Reducer and buckets, comm hooks, samplers.
+/// @brief Everything of mgpu::parallel: DDP, its Reducer and buckets, comm hooks, samplers,
+/// SyncBatchNorm.
 #pragma once
 
 #include "mgpu/parallel/bucket_assignment.h"
@@ -8,3 +9,5 @@
 #include "mgpu/parallel/distributed_sampler.h"
 #include "mgpu/parallel/module_sync.h"
 #include "mgpu/parallel/reducer.h"
+#include "mgpu/parallel/sync_batchnorm.h"
+#include "mgpu/parallel/sync_batchnorm_steps.h"
