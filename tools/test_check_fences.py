@@ -96,10 +96,20 @@ class CheckFencesTest(unittest.TestCase):
         self.assertNotIn("contract.h", out)
 
     def test_a_marker_inside_code_is_not_a_fence(self):
-        self.write("lessons/00_x/s.cpp", 'throw Error("TODO(task1) END");\n')
-        self.write("solutions/00_x/s.cpp", 'throw Error("TODO(task1) END");\n')
+        self.write("lessons/00_x/s.cpp", 'throw Error("TODO(task1) END");\n' + LESSON)
+        self.write("solutions/00_x/s.cpp", 'throw Error("TODO(task1) END");\n' + SOLUTION)
         rc, out = self.check()
         self.assertEqual(rc, 0, out)
+
+    def test_solutions_hold_fenced_files_and_the_build_stub_only(self):
+        self.write("lessons/00_x/given.cpp", "int provided();\n")
+        self.write("solutions/00_x/given.cpp", "int provided();\n")
+        for variant in ("lessons", "solutions"):
+            self.write(f"{variant}/00_x/meson.build", "# the same in every lesson folder\n")
+        rc, out = self.check()
+        self.assertEqual(rc, 1)
+        self.assertIn("solutions/00_x/given.cpp: [-] has no TODO fence", out)
+        self.assertNotIn("meson.build: [-]", out)
 
 
 if __name__ == "__main__":
