@@ -1,0 +1,43 @@
+// Lesson 09, task 4: what the model says about hardware we do not have.
+//
+// A ring over the GPUs of several nodes passes through every node's network card; each
+// step of the ring moves a chunk over every hop at the same time and ends when the slowest
+// hop is done. So one number for the bandwidth and one for the latency describe the
+// whole ring: those of its slowest hop. Then task 3 does the rest.
+#include <algorithm>
+
+#include "time_cost.h"
+
+namespace mgpu::lesson09 {
+
+AlphaBeta effective_link(const Hardware& hw) {
+  MGPU_CHECK(hw.nodes >= 1 && hw.gpus_per_node >= 1, "effective_link: '", hw.name, "' has ",
+             hw.nodes, " node(s) of ", hw.gpus_per_node, " GPU(s); both must be >= 1");
+  MGPU_CHECK(hw.intra_busbw > 0, "effective_link: '", hw.name,
+             "' needs the bus bandwidth inside a node (intra_busbw > 0)");
+  MGPU_CHECK(hw.nodes == 1 || hw.inter_bw > 0, "effective_link: '", hw.name, "' has ",
+             hw.nodes, " nodes but no network bandwidth (inter_bw > 0)");
+  AlphaBeta link;
+  // TODO(task4) BEGIN: one node: the node's latency and 1 / its bus bandwidth. Several
+  // nodes: the larger of the two latencies, and 1 / the smaller of the two bandwidths.
+  // (about 6 lines)
+  throw Error("TODO(task4): effective_link is not written yet (lessons/09_time_cost/what_if.cpp)");
+  // TODO(task4) END
+  return link;
+}
+
+WhatIf what_if(const Workload& w, const Hardware& hw, std::int64_t batch_per_rank) {
+  WhatIf out;
+  // TODO(task4) BEGIN: link, step (hw.ranks() ranks) and the one-rank step; efficiency =
+  // one-rank step_s / step_s. Then the bottleneck: "compute" if exposed_s < 0.05 step_s,
+  // else compare the sum over buckets of 2(N-1) alpha with the sum of 2(N-1)/N bytes beta:
+  // "latency" if the first is larger, "bandwidth" otherwise. (about 15 lines)
+  (void)w;
+  (void)hw;
+  (void)batch_per_rank;
+  throw Error("TODO(task4): what_if is not written yet (lessons/09_time_cost/what_if.cpp)");
+  // TODO(task4) END
+  return out;
+}
+
+}  // namespace mgpu::lesson09

@@ -1,0 +1,52 @@
+// Lesson 09, task 1: how much of a step's communication was exposed.
+//
+// DDP launches each bucket's all-reduce while backward still runs. What costs time is only
+// the communication that nothing computes under: the part of the buckets' time that lies
+// outside backward. Buckets can be in flight together (the group works on several, or a
+// timeline records a launch before the previous one finished), so first merge the
+// intervals into their union: two buckets in flight at once are one stretch of busy link.
+#include <algorithm>
+
+#include "time_cost.h"
+
+namespace mgpu::lesson09 {
+
+CommSplit split_communication(const std::vector<Interval>& buckets, Interval compute) {
+  MGPU_CHECK(compute.end >= compute.begin, "split_communication: the compute window ends (",
+             compute.end, ") before it begins (", compute.begin, ")");
+  for (std::size_t k = 0; k < buckets.size(); ++k)
+    MGPU_CHECK(buckets[k].end >= buckets[k].begin, "split_communication: bucket ", k,
+               "'s all-reduce ends (", buckets[k].end, ") before it begins (",
+               buckets[k].begin, ")");
+  CommSplit split;
+  // TODO(task1) BEGIN: sort a copy of the intervals by begin; walk them, merging each
+  // into the current stretch while it starts before the stretch ends; for every finished
+  // stretch [a, b] add b - a to busy_s and its overlap with the compute window,
+  // max(0, min(b, compute.end) - max(a, compute.begin)), to hidden_s. Do not forget the
+  // last stretch. exposed_s = busy_s - hidden_s. (about 20 lines)
+  std::vector<Interval> sorted = buckets;
+  std::sort(sorted.begin(), sorted.end(),
+            [](const Interval& x, const Interval& y) { return x.begin < y.begin; });
+  auto add_stretch = [&](double a, double b) {
+    split.busy_s += b - a;
+    split.hidden_s += std::max(0.0, std::min(b, compute.end) - std::max(a, compute.begin));
+  };
+  bool open = false;
+  double a = 0, b = 0;
+  for (const Interval& iv : sorted) {
+    if (open && iv.begin <= b) {
+      b = std::max(b, iv.end);  // overlaps (or touches) the current stretch: extend it
+      continue;
+    }
+    if (open) add_stretch(a, b);
+    a = iv.begin;
+    b = iv.end;
+    open = true;
+  }
+  if (open) add_stretch(a, b);
+  split.exposed_s = split.busy_s - split.hidden_s;
+  // TODO(task1) END
+  return split;
+}
+
+}  // namespace mgpu::lesson09

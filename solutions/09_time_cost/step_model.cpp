@@ -1,0 +1,55 @@
+// Lesson 09, task 3: the alpha-beta-compute model of a DDP step, with overlap.
+//
+//   time 0 = start of backward
+//   compute  |==forward==|=============backward=============|...exposed...|=optimizer=|
+//   comm                        [bucket 0]  [bucket 1]     [ bucket 2 ]
+//                               ^ready 0    ^ready 1        ^ready 2 = end of backward
+//
+// Each bucket's all-reduce costs what lesson 04's ring costs: 2(N-1) alpha + 2(N-1)/N
+// bytes beta. Buckets share one communication channel and go in launch order, so a bucket
+// starts when it is ready AND the one before it is done. Whatever still runs when
+// backward ends is exposed: the step waits for it.
+#include <algorithm>
+
+#include "time_cost.h"
+
+namespace mgpu::lesson09 {
+
+StepPrediction predict_step(const Workload& w, std::int64_t batch_per_rank, int ranks,
+                            const AlphaBeta& link) {
+  MGPU_CHECK(ranks >= 1, "predict_step: ranks must be >= 1, got ", ranks);
+  MGPU_CHECK(batch_per_rank >= 1, "predict_step: the batch must be >= 1, got ", batch_per_rank);
+  MGPU_CHECK(w.bucket_bytes.size() == w.bucket_ready.size(), "predict_step: ",
+             w.bucket_bytes.size(), " bucket sizes but ", w.bucket_ready.size(),
+             " ready fractions; give one of each per bucket");
+  for (std::size_t k = 0; k < w.bucket_ready.size(); ++k) {
+    MGPU_CHECK(w.bucket_ready[k] >= 0 && w.bucket_ready[k] <= 1, "predict_step: bucket ", k,
+               " is ready at ", w.bucket_ready[k], " of backward; use a fraction in [0, 1]");
+    MGPU_CHECK(k == 0 || w.bucket_ready[k] >= w.bucket_ready[k - 1], "predict_step: bucket ", k,
+               " is ready before bucket ", k - 1, "; buckets launch in order");
+  }
+  StepPrediction p;
+  // TODO(task3) BEGIN: forward and backward times from the per-sample costs; walk the
+  // buckets keeping `free` = when the channel is free (start 0): start = max(ready time,
+  // free), free = start + ring_allreduce_seconds(link, bytes, ranks), and add each
+  // all-reduce's time to comm_s. exposed_s = max(0, free - backward); compute_s, step_s,
+  // samples_per_s as the contract says. (about 15 lines)
+  const double batch = static_cast<double>(batch_per_rank);
+  const double forward = batch * w.forward_s_per_sample;
+  const double backward = batch * w.backward_s_per_sample;
+  double free = 0;
+  for (std::size_t k = 0; k < w.bucket_bytes.size(); ++k) {
+    const double cost = ring_allreduce_seconds(link, w.bucket_bytes[k], ranks);
+    const double start = std::max(w.bucket_ready[k] * backward, free);
+    free = start + cost;
+    p.comm_s += cost;
+  }
+  p.exposed_s = std::max(0.0, free - backward);
+  p.compute_s = forward + backward;
+  p.step_s = w.fixed_s + p.compute_s + p.exposed_s;
+  p.samples_per_s = p.step_s > 0 ? ranks * batch / p.step_s : 0;
+  // TODO(task3) END
+  return p;
+}
+
+}  // namespace mgpu::lesson09
