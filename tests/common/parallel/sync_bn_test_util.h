@@ -291,20 +291,23 @@ using Converter = std::function<std::shared_ptr<nn::Module>(std::shared_ptr<nn::
 /// Wraps a model in DDP over group() (a library or lesson DistributedDataParallel).
 using DdpFactory = std::function<std::shared_ptr<nn::Module>(std::shared_ptr<nn::Module>)>;
 
-/// [N, 6] -> Linear(6, 4) -> BatchNorm1d(4) -> ReLU -> Linear(4, 3), weights from `seed`.
-inline std::shared_ptr<nn::Module> bn_mlp(std::uint64_t seed) {
+/// [N, 6] -> Linear(6, 4) -> norm(4) -> ReLU -> Linear(4, 3), weights from `seed`; norm is
+/// make(4), or BatchNorm1d(4) when make is empty (neither draws random numbers, so both
+/// models get the same Linear weights).
+inline std::shared_ptr<nn::Module> bn_mlp(std::uint64_t seed, const LayerFactory& make = nullptr) {
   nn::manual_seed(seed);
+  auto first = std::make_shared<nn::Linear>(6, 4);
+  std::shared_ptr<nn::Module> norm = make ? make(4) : std::make_shared<nn::BatchNorm1d>(4);
   return std::make_shared<nn::Sequential>(std::vector<std::shared_ptr<nn::Module>>{
-      std::make_shared<nn::Linear>(6, 4), std::make_shared<nn::BatchNorm1d>(4),
-      std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(4, 3)});
+      first, norm, std::make_shared<nn::ReLU>(), std::make_shared<nn::Linear>(4, 3)});
 }
 
-/// W ranks x `per_rank` rows under DDP with the model's BatchNorm converted, against one
-/// process with the whole batch and plain BatchNorm, one step of a mean cross-entropy:
+/// W ranks x `per_rank` rows under DDP with make(4) as the model's normalisation, against
+/// one process with the whole batch and plain BatchNorm, one step of a mean cross-entropy:
 ///  - every parameter gradient after DDP's averaging equals the single process's;
 ///  - each rank's input gradient is W times the single process's rows: each rank's loss
 ///    is the mean over its own rows, so the ranks' losses sum to W times the whole mean.
-inline void check_ddp_matches_single_process(const Converter& convert, const DdpFactory& wrap,
+inline void check_ddp_matches_single_process(const LayerFactory& make, const DdpFactory& wrap,
                                              std::int64_t per_rank) {
   const int W = group().size();
   const Split split = equal_split(per_rank);
@@ -319,7 +322,7 @@ inline void check_ddp_matches_single_process(const Converter& convert, const Ddp
   single_loss.forward(single->forward(x_all), y_all);
   const Tensor dx_single = single->backward(single_loss.backward());
 
-  auto ddp = wrap(convert(bn_mlp(41)));
+  auto ddp = wrap(bn_mlp(41, make));
   nn::CrossEntropyLoss loss;
   loss.forward(ddp->forward(my_rows(x_all, split)), my_rows(y_all, split));
   const Tensor dx = ddp->backward(loss.backward());

@@ -147,7 +147,10 @@ TEST_CASE("under DDP, W ranks x B equal one process x WB with BatchNorm", "[para
   const DdpFactory wrap = [](std::shared_ptr<nn::Module> m) {
     return std::make_shared<par::DistributedDataParallel>(std::move(m), group());
   };
-  check_ddp_matches_single_process(library_convert, wrap, 4);
+  check_ddp_matches_single_process(library_layer(), wrap, 4);
+  // The same through convert_sync_batchnorm.
+  auto model = library_convert(bn_mlp(41));
+  CHECK(dynamic_cast<par::SyncBatchNorm*>(model->children()[1].second.get()) != nullptr);
 }
 
 TEST_CASE("convert_sync_batchnorm replaces every BatchNorm, sharing parameters and buffers",

@@ -1,0 +1,36 @@
+// Lesson 06, task 3: SyncBatchNorm's backward: the local sums, one all_reduce, dx.
+#include "mgpu/nn/functional.h"
+#include "mgpu/ops.h"
+#include "sync_bn_lesson.h"
+
+namespace mgpu::lesson06 {
+
+SyncBatchNormGrads sync_batch_norm_backward(const Tensor& grad_out, const Tensor& x,
+                                            const Tensor& mean, const Tensor& invstd,
+                                            const Tensor& weight, std::int64_t count,
+                                            dist::ProcessGroup& group) {
+  MGPU_CHECK(x.ndim() >= 2 && x.size(1) > 0, "sync_batch_norm_backward: input is ", x.str(),
+             ", expected [N, C, ...] with C > 0 (N may be 0)");
+  check_same_shape("sync_batch_norm_backward", grad_out, x);
+  const std::int64_t C = x.size(1);
+  const DType stats = mean.dtype();  // f32, or f64 for f64 input
+  SyncBatchNormGrads out;
+  // What you have: nn::batch_norm_backward_reduce(dy, x, mean, invstd, sum_dy, sum_dy_xmu)
+  // fills this rank's [C] sums; nn::batch_norm_backward_apply(dy, x, mean, invstd, weight,
+  // sum_dy, sum_dy_xmu, count) computes dx from any sums and count; mul(a, b);
+  // group.all_reduce(t, dist::ReduceOp::sum).wait() sums t over the ranks in place.
+  // TODO(task3) BEGIN: one [2C] buffer holding [sum_dy | sum_dy_xmu] (zeros on an empty
+  // rank); grad_weight = sum_dy_xmu * invstd and grad_bias = sum_dy from THIS rank's sums
+  // (only when weight is defined; zeros [C] on an empty rank); one all_reduce of the
+  // buffer; dx from the world's sums and count (an empty dx, shaped like x, on an empty
+  // rank) (about 20 lines).
+  MGPU_FAIL("TODO(task3): sync_batch_norm_backward is not written yet "
+            "(lessons/06_sync_batchnorm/sync_backward.cpp); input ", x.str(), ", dy ",
+            grad_out.str(), ", C = ", C, ", ", dtype_name(stats), " mean ", mean.str(),
+            " and invstd ", invstd.str(), ", weight ", weight.defined() ? "yes" : "no",
+            ", count ", count, ", ", group.size(), " ranks");
+  // TODO(task3) END
+  return out;
+}
+
+}  // namespace mgpu::lesson06

@@ -1,0 +1,54 @@
+// Lesson 06, task 4: convert_sync_batchnorm, BatchNorm -> your SyncBatchNorm in a tree.
+#include <string>
+#include <vector>
+
+#include "mgpu/nn/batchnorm.h"
+#include "sync_bn_lesson.h"
+
+namespace mgpu::lesson06 {
+
+std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> module,
+                                                   dist::ProcessGroup* process_group) {
+  MGPU_CHECK(module != nullptr, "convert_sync_batchnorm: module is null");
+  // What you have: dynamic_cast<nn::BatchNorm*>(m) (BatchNorm1d and 2d derive from it), its
+  // num_features(), eps(), momentum(), affine(), weight(), bias(), running_mean(),
+  // running_var(), num_batches_tracked(), dtype(), device(), is_training();
+  // SyncBatchNorm(C, eps, momentum, affine, track_running_stats, group) and the same
+  // accessors (running_mean() etc. return Tensor&: assigning a Tensor handle shares its
+  // storage); Parameter's value, grad, requires_grad() and set_requires_grad();
+  // module->children() (name, child) and module->replace_child(name, new_child).
+  // TODO(task4) BEGIN: a BatchNorm root: a new SyncBatchNorm with its settings, moved to its
+  // dtype and device, sharing its weight and bias (value, grad, requires_grad) and its three
+  // buffers, in its training mode. Any other module: convert each child (recursively) and
+  // replace_child where the result is a new module; return the module (about 25 lines).
+  if (auto* bn = dynamic_cast<nn::BatchNorm*>(module.get())) {
+    auto sync = std::make_shared<SyncBatchNorm>(bn->num_features(), bn->eps(), bn->momentum(),
+                                                bn->affine(), true, process_group);
+    sync->to(bn->dtype());
+    sync->to(bn->device());
+    if (bn->affine()) {
+      for (auto [mine, theirs] : {std::pair{&sync->weight(), &bn->weight()},
+                                  std::pair{&sync->bias(), &bn->bias()}}) {
+        mine->set_requires_grad(theirs->requires_grad());
+        mine->value = theirs->value;
+        mine->grad = theirs->grad;
+      }
+    }
+    sync->running_mean() = bn->running_mean();
+    sync->running_var() = bn->running_var();
+    sync->num_batches_tracked() = bn->num_batches_tracked();
+    sync->train(bn->is_training());
+    return sync;
+  }
+  std::vector<std::string> names;
+  for (const auto& child : module->children()) names.push_back(child.first);
+  for (std::size_t i = 0; i < names.size(); ++i) {
+    std::shared_ptr<nn::Module> child = module->children()[i].second;
+    std::shared_ptr<nn::Module> converted = convert_sync_batchnorm(child, process_group);
+    if (converted != child) module->replace_child(names[i], converted);
+  }
+  return module;
+  // TODO(task4) END
+}
+
+}  // namespace mgpu::lesson06
