@@ -1,7 +1,9 @@
 #!/usr/bin/env python3
-"""Self-test of tools/grade: its Catch2 parsing on canned output, its reports, and whole
-runs against fake test binaries (a crash, a hang, a GPU skip, an MPI case that fails only
-with 3 ranks). Run: python3 tools/test_grade.py"""
+"""Self-test of tools/grade: its Catch2 parsing on canned output, compile errors sorted by
+task, its reports and GPU policy, submissions spliced into a clean copy, and whole runs
+against fake test binaries (a crash and a hang that cost only their own case, a GPU
+skip, an MPI case that fails only with 3 ranks, an MPI abort, the usage errors).
+Run: python3 tools/test_grade.py"""
 import contextlib
 import importlib.machinery
 import importlib.util
@@ -21,6 +23,7 @@ _loader = importlib.machinery.SourceFileLoader("grade", os.path.join(HERE, "grad
 _spec = importlib.util.spec_from_loader("grade", _loader)
 grade = importlib.util.module_from_spec(_spec)
 _loader.exec_module(grade)
+from grading import building, catch2, reports, running, submission  # noqa: E402 (path set by grade)
 
 # What Catch2 v2.13 writes with `-r xml -d yes` (trimmed): a pass, a failed CHECK inside a
 # section with an INFO, an exception with captured stdout, a crash.
@@ -92,18 +95,20 @@ CANNED_NAMES = ("reduce gpu\n"
 
 class ParseTest(unittest.TestCase):
     def test_cases_tags_and_outcomes(self):
-        cases, complete = grade.parse_catch_xml(CANNED_XML)
-        self.assertTrue(complete)
+        report = catch2.parse_catch_xml(CANNED_XML)
+        cases = report.cases
+        self.assertTrue(report.complete)
+        self.assertIsNone(report.started)
         self.assertEqual([c["name"] for c in cases], ["saxpy matches", "reduce <sums>", "throws", "crash"])
         self.assertEqual([c["success"] for c in cases], [True, False, False, False])
         self.assertEqual(cases[0]["seconds"], 0.25)
-        self.assertEqual(grade.points_of(cases[1]["tags"]), 4)
-        self.assertEqual(grade.task_of(cases[1]["tags"]), "task2")
-        self.assertEqual(grade.points_of(cases[3]["tags"]), 0)
-        self.assertEqual(grade.task_of("[gpu]"), "-")
+        self.assertEqual(catch2.points_of(cases[1]["tags"]), 4)
+        self.assertEqual(catch2.task_of(cases[1]["tags"]), "task2")
+        self.assertEqual(catch2.points_of(cases[3]["tags"]), 0)
+        self.assertEqual(catch2.task_of("[gpu]"), "-")
 
     def test_failure_output(self):
-        cases, _ = grade.parse_catch_xml(CANNED_XML)
+        cases = catch2.parse_catch_xml(CANNED_XML).cases
         self.assertEqual(cases[0]["output"], "")
         out = cases[1]["output"]
         self.assertIn("t.cpp:18: [n = 1000] CHECK( got == want ) failed with expansion: 2.0f == 3.0f", out)
@@ -112,49 +117,95 @@ class ParseTest(unittest.TestCase):
         self.assertIn("printed by the test", cases[2]["output"])
         self.assertIn("SIGSEGV", cases[3]["output"])
 
-    def test_truncated_report_keeps_finished_cases(self):
-        cut = CANNED_XML.index('<TestCase name="throws"') + 40
-        cases, complete = grade.parse_catch_xml(CANNED_XML[:cut])
-        self.assertFalse(complete)
-        self.assertEqual([c["name"] for c in cases], ["saxpy matches", "reduce <sums>"])
-        self.assertEqual(grade.parse_catch_xml(""), ([], False))
+    def test_truncated_report_keeps_finished_cases_and_names_the_open_one(self):
+        cut = CANNED_XML.index('<TestCase name="throws"') + 120
+        report = catch2.parse_catch_xml(CANNED_XML[:cut])
+        self.assertFalse(report.complete)
+        self.assertEqual([c["name"] for c in report.cases], ["saxpy matches", "reduce <sums>"])
+        self.assertEqual(report.started, ("throws", "[00_gpu_basics][points:1][task1]"))
+        empty = catch2.parse_catch_xml("")
+        self.assertEqual((empty.cases, empty.complete, empty.started), ([], False, None))
 
     def test_noise_around_the_report(self):
         noisy = "device mapping: cuda:0 -> GPU 0\n" + CANNED_XML + "mpirun: 1 process exited\n"
-        cases, complete = grade.parse_catch_xml(noisy)
-        self.assertTrue(complete)
-        self.assertEqual(len(cases), 4)
+        report = catch2.parse_catch_xml(noisy)
+        self.assertTrue(report.complete)
+        self.assertEqual(len(report.cases), 4)
 
     def test_list_with_wrapped_names(self):
-        listed = grade.parse_test_list(CANNED_NAMES, CANNED_LIST)
+        listed = catch2.parse_test_list(CANNED_NAMES, CANNED_LIST)
         self.assertEqual(len(listed), 3)
         self.assertEqual(listed[0], ("reduce gpu", "[00_gpu_basics][gpu][points:2][task2]"))
         self.assertTrue(listed[1][0].endswith("width of catch"))
-        self.assertEqual(grade.points_of(listed[1][1]), 5)
-        self.assertEqual(grade.task_of(listed[1][1]), "task3")
+        self.assertEqual(catch2.points_of(listed[1][1]), 5)
+        self.assertEqual(catch2.task_of(listed[1][1]), "task3")
         self.assertEqual(listed[2], ("#hash name", "[gpu]"))
+
+    def test_name_filter_escapes_the_spec_language(self):
+        self.assertEqual(catch2.name_filter(["a, b", "c[1]", "d*"]), r"a\, b,c\[1\],d\*")
+
+    def test_test_cases_listed_from_sources(self):
+        with tempfile.TemporaryDirectory() as tmp:
+            path = os.path.join(tmp, "t.cpp")
+            with open(path, "w") as f:
+                f.write('TEST_CASE("sums, exactly", "[99_x][task1]"\n          "[points:3]") {}\n'
+                        'TEST_CASE( "with \\"quotes\\"" , "[gpu][task2]" ) {}\n')
+            self.assertEqual(building.cases_in_sources([path]),
+                             [("sums, exactly", "[99_x][task1][points:3]"),
+                              ('with "quotes"', "[gpu][task2]")])
 
     def test_ninja_failures(self):
         log = textwrap.dedent("""\
             [1/3] Compiling C++ object common/libmgpu.a.p/x.cpp.o
-            FAILED: lessons/00_gpu_basics/libbasics.a.p/saxpy.cpp.o
+            FAILED: liblessons_00_gpu_basics.a.p/lessons_00_gpu_basics_saxpy.cpp.o
             c++ -c saxpy.cpp
             ../lessons/00_gpu_basics/saxpy.cpp:12:3: error: 'y' was not declared in this scope
             ninja: build stopped: subcommands failed.
             """)
-        blocks = grade.parse_ninja_failures(log)
+        blocks = building.parse_ninja_failures(log)
         self.assertEqual(len(blocks), 1)
-        self.assertTrue(blocks[0][0].startswith("lessons/00_gpu_basics/"))
         self.assertIn("was not declared", blocks[0][1])
+        b = building.BuildDir("/nowhere", "/nowhere/build")
+        self.assertEqual(b.owner_of(blocks[0][0]), ("lessons", "00_gpu_basics"))
+        self.assertEqual(b.owner_of("solutions/04_collectives/test_04_collectives_mpi"),
+                         ("solutions", "04_collectives"))
+        self.assertEqual(b.owner_of("lessons/00_gpu_basics/saxpy.cu.o"), ("lessons", "00_gpu_basics"))
+        self.assertIsNone(b.owner_of("common/libmgpu.a.p/x.cpp.o"))
 
 
-def case(name, status, points=1, task="task1", kind="cpu", output=""):
-    return grade.Case(name, f"[99_x][{task}][points:{points}]", status, output, kind=kind)
+class CompileErrorTest(unittest.TestCase):
+    """Errors go to the task whose fence they are in, with paths from the project root."""
+
+    def test_errors_sorted_by_task(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "lessons", "99_x"))
+            with open(os.path.join(root, "lessons", "99_x", "k.cu"), "w") as f:
+                f.write("int a;\n// TODO(task1) BEGIN\nint b = ;\n// TODO(task1) END\n"
+                        "// TODO(task2) BEGIN\n// TODO(task2) END\nint c;\n")
+            b = building.BuildDir(root, os.path.join(root, "build"))
+            b.failures = [
+                ("lessons/99_x/k.cu.o", "../lessons/99_x/k.cu(3): error: expected an expression"),
+                ("liblessons_99_x.a.p/k.cpp.o", "../lessons/99_x/k.cu:7:1: error: c again"),
+                ("solutions/99_x/k.cu.o", "../solutions/99_x/k.cu(3): error: other variant"),
+                ("common/libmgpu.a.p/t.cpp.o", "../common/src/t.cpp:1:1: error: library"),
+            ]
+            errors = b.errors_of("lessons", "99_x")
+            self.assertEqual([e.task for e in errors], ["task1", "-"])
+            self.assertEqual(errors[0].where, "lessons/99_x/k.cu")
+            self.assertTrue(errors[0].text.startswith("lessons/99_x/k.cu(3): error"))
+            self.assertIn("outside the fences", errors[1].where)
+            self.assertEqual([o for o, _ in b.other_failures({("lessons", "99_x")})],
+                             ["solutions/99_x/k.cu.o", "common/libmgpu.a.p/t.cpp.o"])
+
+
+def case(name, status, points=1, task="task1", kind="cpu", output="", gpu=False):
+    tags = f"[99_x][{task}][points:{points}]" + ("[gpu]" if gpu else "")
+    return catch2.Case(name, tags, status, output, kind=kind)
 
 
 class ReportTest(unittest.TestCase):
     def test_mpi_case_passes_only_when_every_run_passes(self):
-        merged = grade.merge_mpi_runs([
+        merged = running.merge_mpi_runs([
             (2, [case("a", "passed", kind="mpi"), case("b", "passed", kind="mpi"),
                  case("c", "passed", kind="mpi"), case("d", "skipped", kind="mpi")]),
             (3, [case("a", "passed", kind="mpi"), case("b", "failed", kind="mpi", output="3 != 3"),
@@ -168,34 +219,52 @@ class ReportTest(unittest.TestCase):
         self.assertIn("not reported", by_name["c"].output)
 
     def test_summary_line(self):
-        self.assertEqual(grade.summary_line(3, 1, 0), "3 passed, 1 failed")
-        self.assertEqual(grade.summary_line(0, 0, 2), "0 passed, 0 failed, 2 skipped")
+        self.assertEqual(reports.summary_line(3, 1, 0), "3 passed, 1 failed")
+        self.assertEqual(reports.summary_line(0, 0, 2), "0 passed, 0 failed, 2 skipped")
 
-    def test_results_json_and_junit(self):
-        res = grade.LessonResult("99_x", "lessons", [
+    def lesson(self):
+        return reports.LessonResult("99_x", "lessons", [
             case("p", "passed", 3), case("f", "failed", 4, "task2", output="boom"),
-            case("s", "skipped", 2, kind="gpu", output="no GPU")])
-        data = grade.results_json([res])
-        self.assertEqual((data["score"], data["max_score"]), (3, 7))  # skipped not counted
-        self.assertEqual([t["status"] for t in data["tests"]], ["passed", "failed", "skipped"])
-        self.assertEqual(data["tests"][1]["output"], "boom")
+            case("s", "skipped", 2, kind="gpu", output="no GPU", gpu=True)])
+
+    def test_results_json_is_what_gradescope_reads(self):
+        data = reports.results_json([self.lesson()], "exclude", ["GPU policy: exclude"], 12.5)
+        self.assertEqual(data["score"], 3)
+        self.assertEqual(data["execution_time"], 12)
+        # Only 'passed' or 'failed'; the skipped GPU test is not a test entry but is named.
+        self.assertEqual([(t["name"], t["status"], t["score"], t["max_score"]) for t in data["tests"]],
+                         [("99_x [task1] p", "passed", 3, 3), ("99_x [task2] f", "failed", 0, 4)])
+        self.assertIn("Not graded (1 GPU test(s)", data["output"])
+        self.assertIn("99_x [task1] s: no GPU", data["output"])
+        self.assertEqual(data["extra_data"], {"gpu_policy": "exclude", "not_graded": 1})
         for t in data["tests"]:
             self.assertEqual(set(t), {"name", "score", "max_score", "status", "output"})
-        suite = ET.fromstring(grade.junit_xml([res])).find("testsuite")
+        json.dumps(data)
+
+    def test_gpu_policy_fail_counts_skipped_gpu_tests_as_failed(self):
+        res = self.lesson()
+        reports.apply_gpu_policy([res], "fail")
+        data = reports.results_json([res], "fail", [], 0)
+        self.assertEqual([t["status"] for t in data["tests"]], ["passed", "failed", "failed"])
+        self.assertEqual(sum(t["max_score"] for t in data["tests"]), 9)
+        self.assertIn("--gpu-policy fail", data["tests"][2]["output"])
+
+    def test_junit(self):
+        suite = ET.fromstring(reports.junit_xml([self.lesson()])).find("testsuite")
         self.assertEqual((suite.get("tests"), suite.get("failures"), suite.get("skipped")), ("3", "1", "1"))
         tcs = suite.findall("testcase")
         self.assertIsNotNone(tcs[1].find("failure"))
         self.assertIsNotNone(tcs[2].find("skipped"))
 
     def test_check_exercise_verdicts(self):
-        learner = grade.LessonResult("99_x", "lessons", [
+        learner = reports.LessonResult("99_x", "lessons", [
             case("todo", "failed"), case("already passes", "passed"),
             case("helper", "passed", points=0), case("gpu", "skipped", kind="gpu")])
-        reference = grade.LessonResult("99_x", "solutions", [
+        reference = reports.LessonResult("99_x", "solutions", [
             case("todo", "passed"), case("already passes", "passed"),
             case("helper", "passed", points=0), case("gpu", "skipped", kind="gpu"),
             case("broken reference", "failed", output="wrong")])
-        verdict = {c.name: c for c in grade.check_exercise(learner, reference).cases}
+        verdict = {c.name: c for c in reports.check_exercise(learner, reference).cases}
         self.assertEqual(verdict["todo"].status, "passed")
         self.assertEqual(verdict["already passes"].status, "failed")
         self.assertIn("passes on the unmodified exercise", verdict["already passes"].output)
@@ -203,16 +272,104 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(verdict["gpu"].status, "skipped")
         self.assertEqual(verdict["broken reference"].status, "failed")
 
+    def test_compile_errors_are_shown_once_per_task(self):
+        err = building.CompileError("task2", "lessons/99_x/k.cpp", "k.cpp:3: error: nope")
+        res = reports.LessonResult("99_x", "lessons",
+                                   [case(f"t{i}", "failed", task="task2") for i in range(5)],
+                                   [err], blocked=True)
+        out = io.StringIO()
+        reports.print_table(res, out)
+        self.assertEqual(out.getvalue().count("error: nope"), 1)
+        self.assertIn("5 test(s) not run", out.getvalue())
+        self.assertIn("task2: lessons/99_x/k.cpp", out.getvalue())
+
+
+class SubmissionTest(unittest.TestCase):
+    COURSE = ("#include <a.h>\n// TODO(task1) BEGIN: write it\nFAIL();\n// TODO(task1) END\n"
+              "int between;\n// TODO(task2) BEGIN\nFAIL();\n// TODO(task2) END\n")
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mgpu-grade-sub-")
+        self.course, self.student = os.path.join(self.tmp, "course"), os.path.join(self.tmp, "alice")
+        for top in (self.course, self.student):
+            self.write(top, "lessons/99_x/k.cpp", self.COURSE)
+            self.write(top, "lessons/99_x/k.h", "int f();\n")
+            self.write(top, "tests/99_x/t.cpp", "TEST_CASE(\"t\", \"[task1]\") {}\n")
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, top, rel, text):
+        path = os.path.join(top, rel)
+        os.makedirs(os.path.dirname(path), exist_ok=True)
+        with open(path, "w") as f:
+            f.write(text)
+
+    def read(self, top, rel):
+        with open(os.path.join(top, rel)) as f:
+            return f.read()
+
+    def test_only_fenced_code_is_taken_and_the_rest_is_reported(self):
+        self.write(self.student, "lessons/99_x/k.cpp",
+                   self.COURSE.replace("FAIL();\n// TODO(task1) END", "y = a * x + y;\n// TODO(task1) END")
+                   .replace("int between;", "int between = 1;  // edited outside"))
+        self.write(self.student, "tests/99_x/t.cpp", "TEST_CASE(\"t\", \"[task1]\") { /* always passes */ }\n")
+        self.write(self.student, "notes.txt", "mine\n")
+        files = submission.course_files(self.course)   # not a git checkout: every file
+        self.assertEqual(files, ["lessons/99_x/k.cpp", "lessons/99_x/k.h", "tests/99_x/t.cpp"])
+        checkout = os.path.join(self.tmp, "work", "course")
+        submission.sync_clean_copy(self.course, checkout, files)
+        exercise = submission.fenced_files(self.course, files)
+        self.assertEqual(list(exercise), ["lessons/99_x/k.cpp"])
+        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
+        notes += submission.compare_rest(self.course, self.student, files, exercise)
+        spliced = self.read(checkout, "lessons/99_x/k.cpp")
+        self.assertIn("y = a * x + y;", spliced)
+        self.assertIn("int between;\n", spliced)          # the course's, not the edit
+        self.assertEqual(self.read(checkout, "tests/99_x/t.cpp"), self.read(self.course, "tests/99_x/t.cpp"))
+        text = "\n".join(notes)
+        self.assertIn("lessons/99_x/k.cpp: changes outside the fences ignored", text)
+        self.assertIn("edited outside the fences (1, ignored: the course's copy is used): tests/99_x/t.cpp", text)
+        self.assertIn("files that are not the course's (1, ignored", text)
+        # A task put back to the exercise keeps the course's body.
+        submission.take_fences(self.course, self.student, checkout, exercise,
+                               {"lessons/99_x/k.cpp": {"task1"}})
+        self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
+
+    def test_missing_file_and_broken_fences(self):
+        os.unlink(os.path.join(self.student, "lessons/99_x/k.cpp"))
+        files = submission.course_files(self.course)
+        exercise = submission.fenced_files(self.course, files)
+        checkout = os.path.join(self.tmp, "w")
+        submission.sync_clean_copy(self.course, checkout, files)
+        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
+        self.assertIn("not in the submission", notes[0])
+        self.write(self.student, "lessons/99_x/k.cpp", self.COURSE.replace("// TODO(task2) END\n", ""))
+        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
+        self.assertIn("do not pair up", notes[0])
+        self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
+
+    def test_the_clean_copy_loses_what_a_previous_submission_left(self):
+        files = submission.course_files(self.course)
+        checkout = os.path.join(self.tmp, "w")
+        self.write(checkout, "stray.cpp", "x\n")
+        self.write(checkout, "build/keep.o", "object\n")
+        submission.sync_clean_copy(self.course, checkout, files)
+        self.assertFalse(os.path.exists(os.path.join(checkout, "stray.cpp")))
+        self.assertTrue(os.path.exists(os.path.join(checkout, "build/keep.o")))
+
 
 # A stand-in for a Catch2 test binary: the flags tools/grade uses, a few canned cases.
 FAKE_BINARY = r'''#!/usr/bin/env python3
-import os, sys, time
+import os, re, sys, time
 from xml.sax.saxutils import quoteattr
 CASES = [  # name, tags, behaviour
     ("adds", "[99_fake][task1][points:2]", os.environ.get("FAKE_ADDS", "pass")),
     ("scales", "[99_fake][task2][points:3]", "pass"),
     ("on the gpu", "[99_fake][task2][points:1][gpu]", "pass"),
     ("needs 2 ranks", "[99_fake][task3][points:4]", "fail_np3"),
+    ("aborts with 3 ranks", "[99_fake][task4][points:1]", os.environ.get("FAKE_ABORT", "pass")),
+    ("after the abort", "[99_fake][task4][points:1]", "pass"),
 ]
 args = sys.argv[1:]
 if "--require-gpu" in args:
@@ -225,11 +382,14 @@ out = None
 if "-o" in args:
     out = args[args.index("-o") + 1]
 filt = args[-1]
-def match(tags):
+def match(name, tags):
     if filt == "*": return True
     if filt.startswith("~"): return filt[1:] not in tags
-    return filt in tags
-cases = [c for c in CASES if match(c[1]) and (mpi or c[2] != "fail_np3")]
+    if filt.startswith("["): return filt in tags
+    names = [n.replace("\\", "") for n in re.split(r"(?<!\\),", filt)]  # a name list
+    return name in names
+MPI_ONLY = {"needs 2 ranks", "aborts with 3 ranks", "after the abort"}
+cases = [c for c in CASES if match(c[0], c[1]) and (mpi or c[0] not in MPI_ONLY)]
 if rank != 0:
     sys.stdout = open(os.devnull, "w")
 if "--list-test-names-only" in args:
@@ -246,8 +406,8 @@ for name, tags, how in cases:
     stream.write(f'  <TestCase name={quoteattr(name)} tags={quoteattr(tags)}>\n'); stream.flush()
     if how == "hang":
         time.sleep(600)
-    if how == "crash":
-        os.abort()
+    if how == "crash" or (how == "abort_np3" and size == 3):
+        os.abort()   # a crash, or an MPI_Abort: the launch ends inside this case
     ok = how == "pass" or (how == "fail_np3" and size != 3)
     failed += not ok
     if not ok:
@@ -293,10 +453,21 @@ class EndToEndTest(unittest.TestCase):
         rc, out = self.grade("--reference", "--results-json", results, "99")
         self.assertEqual(rc, 0, out)
         self.assertEqual(out.strip().splitlines()[-1], "2 passed, 0 failed, 1 skipped")
-        self.assertIn("SKIPPED on the gpu [task2]: GPU tests not run", out)
+        self.assertIn("SKIPPED on the gpu [task2]", out)
+        self.assertIn("GPU: 1 test(s), 1 point(s), not run here: no CUDA GPU is visible (fake). "
+                      "They are not graded (--gpu-policy exclude).", out)
+        self.assertIn("GPU policy: exclude", out.splitlines()[1])
         with open(results) as f:
             data = json.load(f)
-        self.assertEqual((data["score"], data["max_score"]), (5, 5))
+        self.assertEqual(data["score"], 5)
+        self.assertEqual(sum(t["max_score"] for t in data["tests"]), 5)
+        self.assertEqual({t["status"] for t in data["tests"]}, {"passed"})
+
+    def test_gpu_policy_fail(self):
+        rc, out = self.grade("--reference", "--gpu-policy", "fail", "99")
+        self.assertEqual(rc, 1)
+        self.assertIn("score: 5/6 points", out)
+        self.assertEqual(out.strip().splitlines()[-1], "2 passed, 1 failed")
 
     def test_failure_scores_zero_for_its_case(self):
         rc, out = self.grade("99_fake", env={"FAKE_ADDS": "fail"})
@@ -305,17 +476,23 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("score: 3/5 points", out)
         self.assertEqual(out.strip().splitlines()[-1], "1 passed, 1 failed, 1 skipped")
 
-    def test_crash_fails_the_unreported_cases(self):
+    def test_a_crash_fails_its_case_alone(self):
         rc, out = self.grade("99", env={"FAKE_ADDS": "crash"})
         self.assertEqual(rc, 1)
         self.assertIn("crashed (SIGABRT)", out)
-        self.assertEqual(out.strip().splitlines()[-1], "0 passed, 2 failed, 1 skipped")
+        self.assertIn("score: 3/5 points", out)   # the case after the crash still counts
+        self.assertEqual(out.strip().splitlines()[-1], "1 passed, 1 failed, 1 skipped")
 
-    def test_a_hang_is_killed_by_the_timeout(self):
-        rc, out = self.grade("--timeout", "2", "99", env={"FAKE_ADDS": "hang"})
+    def test_a_hang_is_killed_by_the_timeout_and_costs_its_case_alone(self):
+        rc, out = self.grade("--timeout", "6", "99", env={"FAKE_ADDS": "hang"})
         self.assertEqual(rc, 1)
-        self.assertIn("timed out after 2 s", out)
-        self.assertEqual(out.strip().splitlines()[-1], "0 passed, 2 failed, 1 skipped")
+        self.assertIn("timed out after 6 s", out)
+        self.assertEqual(out.strip().splitlines()[-1], "1 passed, 1 failed, 1 skipped")
+
+    def test_timeout_0_means_no_limit(self):
+        rc, out = self.grade("--reference", "--timeout", "0", "99")
+        self.assertEqual(rc, 0, out)
+        self.assertEqual(out.strip().splitlines()[-1], "2 passed, 0 failed, 1 skipped")
 
     def test_check_exercise_names_a_test_that_cannot_fail(self):
         rc, out = self.grade("--check-exercise")
@@ -323,7 +500,7 @@ class EndToEndTest(unittest.TestCase):
         self.assertIn("passes on the unmodified exercise", out)
         self.assertEqual(out.strip().splitlines()[-1], "0 passed, 2 failed, 1 skipped")
 
-    def test_no_lessons_with_tests(self):
+    def test_nothing_graded_is_not_a_pass(self):
         empty = tempfile.mkdtemp(prefix="mgpu-grade-empty-")
         try:
             out = io.StringIO()
@@ -331,9 +508,44 @@ class EndToEndTest(unittest.TestCase):
                 rc = grade.main(["--no-build", "--build-dir", empty])
         finally:
             shutil.rmtree(empty)
-        self.assertEqual(rc, 0)
-        self.assertIn("no lessons with tests found", out.getvalue())
-        self.assertEqual(out.getvalue().strip().splitlines()[-1], "0 passed, 0 failed")
+        self.assertEqual(rc, 1)
+        self.assertIn("nothing was graded", out.getvalue())
+        self.assertEqual(out.getvalue().strip().splitlines()[-1], "0 passed, 1 failed")
+
+    def usage_error(self, *argv):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = grade.main(list(argv))
+        self.assertEqual(rc, 2, out.getvalue())
+        self.assertEqual(out.getvalue(), "")          # nothing graded first
+        self.assertEqual(len(err.getvalue().strip().splitlines()), 1)
+        return err.getvalue()
+
+    def test_usage_errors_are_one_line_before_any_grading(self):
+        missing = os.path.join(self.tmp, "no-such-build")
+        self.assertIn("no build folder", self.usage_error("--no-build", "--build-dir", missing))
+        self.assertIn("cannot write", self.usage_error(
+            "--no-build", "--build-dir", self.tmp, "--junit", "/no/such/folder/r.xml"))
+        self.assertIn("cannot write", self.usage_error(
+            "--no-build", "--build-dir", self.tmp, "--results-json", self.tmp))
+        self.assertIn("--timeout", self.usage_error("--timeout", "-1"))
+        self.assertIn("no lesson matches", self.usage_error("--no-build", "--build-dir", self.tmp, "42"))
+
+    def test_the_configured_build_folder_is_picked(self):
+        root = tempfile.mkdtemp(prefix="mgpu-grade-root-")
+        try:
+            for name in ("build-cpu", "other"):
+                os.makedirs(os.path.join(root, name, "meson-info"))
+                open(os.path.join(root, name, "build.ninja"), "w").close()
+            path, note = grade.pick_build_dir(root, None)
+            self.assertEqual(os.path.basename(path), "other")   # newest
+            self.assertIn("--build-dir picks another", note)
+            self.assertEqual(grade.pick_build_dir(root, "x")[0], os.path.join(root, "x"))
+            os.makedirs(os.path.join(root, "build", "meson-info"))
+            open(os.path.join(root, "build", "build.ninja"), "w").close()
+            self.assertEqual(grade.pick_build_dir(root, None), (os.path.join(root, "build"), None))
+        finally:
+            shutil.rmtree(root)
 
     @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
@@ -342,8 +554,17 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(rc, 1, out)
         self.assertIn("FAILED  needs 2 ranks [task3] (mpi)", out)
         self.assertIn("-np 3: failed", out)
-        # 2 cpu + 2 mpi cases pass (adds, scales twice); needs 2 ranks fails; 2 gpu skipped
-        self.assertEqual(out.strip().splitlines()[-1], "4 passed, 1 failed, 2 skipped")
+        # cpu: adds, scales; mpi: adds, scales, aborts.., after..; needs 2 ranks fails
+        self.assertEqual(out.strip().splitlines()[-1], "6 passed, 1 failed, 2 skipped")
+
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
+    def test_an_mpi_abort_fails_its_case_alone(self):
+        self.fake("solutions", "test_99_fake_mpi")
+        rc, out = self.grade("--reference", "99", env={"FAKE_ABORT": "abort_np3"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("FAILED  aborts with 3 ranks [task4] (mpi)", out)
+        self.assertNotIn("FAILED  after the abort", out)
+        self.assertEqual(out.strip().splitlines()[-1], "5 passed, 2 failed, 2 skipped")
 
 
 if __name__ == "__main__":

@@ -1,0 +1,238 @@
+"""The Meson build a grade runs against: configuring it, building only the lessons asked
+for, what its targets are (from Meson's introspection), and its compile errors, sorted
+by lesson and by the task whose fence they are in."""
+import importlib.machinery
+import importlib.util
+import json
+import os
+import re
+
+from .catch2 import ANSI_ESCAPE
+from .running import run
+
+LESSON_RE = re.compile(r"^\d\d_\w+$")
+VARIANTS = ("lessons", "solutions")
+# gcc/clang "path:line:col: error: ..." and nvcc "path(line): error: ..."
+DIAGNOSTIC = re.compile(r"^(?P<path>[^\s:()]+?)(?::(?P<line>\d+)(?::\d+)?:|\((?P<nvline>\d+)\):)"
+                        r"\s*(?P<kind>fatal error|error|warning|note)\b")
+
+
+def load_check_fences():
+    """tools/check_fences as a module: its fence parser is the one definition of a fence."""
+    path = os.path.join(os.path.dirname(os.path.dirname(os.path.abspath(__file__))), "check_fences")
+    loader = importlib.machinery.SourceFileLoader("check_fences", path)
+    spec = importlib.util.spec_from_loader("check_fences", loader)
+    module = importlib.util.module_from_spec(spec)
+    loader.exec_module(module)
+    return module
+
+
+check_fences = load_check_fences()
+
+
+def fences_of(path):
+    """[(task, first line, last line)] of a file's fences, 1-based, markers included."""
+    try:
+        with open(path, "rb") as f:
+            lines = f.read().splitlines(keepends=True)
+    except OSError:
+        return []
+    return [(f.task, f.begin + 1, f.end + 1) for f in check_fences.parse_fences(lines, path, [])]
+
+
+def configured_build_dirs(root):
+    """The folders of root that hold a configured Meson build, newest first."""
+    found = []
+    for name in os.listdir(root):
+        path = os.path.join(root, name)
+        if os.path.isfile(os.path.join(path, "build.ninja")) and \
+                os.path.isdir(os.path.join(path, "meson-info")):
+            found.append((os.path.getmtime(os.path.join(path, "build.ninja")), name))
+    return [name for _, name in sorted(found, reverse=True)]
+
+
+class CompileError:
+    """One failed build step's diagnostics for one lesson build: task is 'taskK' when the
+    first error lies inside that task's fence, '-' otherwise; replaced: that task was
+    graded with the unfinished exercise in its place (tools/grade --submission)."""
+
+    def __init__(self, task, where, text):
+        self.task, self.where, self.text = task, where, text
+        self.replaced = False
+
+
+class BuildDir:
+    def __init__(self, root, path):
+        self.root, self.path = root, path
+        self.ok, self.log = True, ""
+        self.failures = []    # (outputs, text) per 'FAILED:' block of ninja's output
+        self._targets = None
+
+    def configured(self):
+        return os.path.exists(os.path.join(self.path, "build.ninja"))
+
+    def configure(self, setup_args=()):
+        r = run(["meson", "setup", self.path, *setup_args], 1800, cwd=self.root)
+        if r.rc != 0:
+            self.ok, self.log = False, r.stdout + r.stderr
+            self.failures = [("meson setup", r.tail(30))]
+        return r.rc == 0
+
+    # ---- what the build defines ---------------------------------------------------------
+    def targets(self):
+        """Meson's introspection of the targets (name, type, filename, target_sources)."""
+        if self._targets is None:
+            try:
+                with open(os.path.join(self.path, "meson-info", "intro-targets.json")) as f:
+                    self._targets = json.load(f)
+            except (OSError, ValueError):
+                self._targets = []
+        return self._targets
+
+    def rel(self, path):
+        return os.path.relpath(path, self.path)
+
+    def test_binaries(self):
+        """{(variant, lesson): [paths relative to the build folder]} of test binaries."""
+        pat = re.compile(r"^(lessons|solutions)/(\d\d_\w+)/test_\2(_mpi)?$")
+        paths = [self.rel(f) for t in self.targets() if t["type"] == "executable"
+                 for f in t["filename"]]
+        if not self.targets():   # no introspection (a pre-built tree): the files there
+            for variant in VARIANTS:
+                base = os.path.join(self.path, variant)
+                for lesson in sorted(os.listdir(base)) if os.path.isdir(base) else []:
+                    if os.path.isdir(os.path.join(base, lesson)):
+                        paths += [f"{variant}/{lesson}/{f}"
+                                  for f in sorted(os.listdir(os.path.join(base, lesson)))]
+        found = {}
+        for p in sorted(set(paths)):
+            m = pat.match(p)
+            if m:
+                found.setdefault((m.group(1), m.group(2)), []).append(p)
+        return found
+
+    def test_sources(self, binary):
+        """The source files of a test binary (to list its cases when it did not build)."""
+        full = os.path.join(self.path, binary)
+        for t in self.targets():
+            if full in t["filename"]:
+                return [s for ts in t["target_sources"] for s in ts["sources"]]
+        return []
+
+    def lesson_target(self, variant, lesson):
+        """The alias target that builds one lesson's programs and tests, if defined."""
+        name = f"{variant}-{lesson}"
+        return name if any(t["name"] == name and t["type"] == "run" for t in self.targets()) \
+            else None
+
+    def cuda_backend(self):
+        return any(s.endswith(".cu") for t in self.targets() if t["name"] == "mgpu"
+                   for ts in t["target_sources"] for s in ts["sources"])
+
+    def compiled_kernels(self, variant, lesson):
+        """The .cu files of this lesson build that the build compiles (in the library with
+        the CUDA backend, or on their own as the kernel check)."""
+        prefix = os.path.join(self.root, variant, lesson) + os.sep
+        return sorted({os.path.basename(s) for t in self.targets()
+                       for ts in t["target_sources"] for s in ts["sources"]
+                       if s.endswith(".cu") and s.startswith(prefix)})
+
+    # ---- building ------------------------------------------------------------------------
+    def build(self, targets=()):
+        """ninja, on through failures (-k 0); only `targets` when given."""
+        r = run(["ninja", "-C", self.path, "-k", "0", *targets], 3600, cwd=self.root)
+        self.log = ANSI_ESCAPE.sub("", r.stdout + r.stderr)
+        self.ok = r.rc == 0
+        self.failures = parse_ninja_failures(self.log) if not self.ok else []
+        if not self.ok and not self.failures:
+            self.failures = [("ninja", "\n".join(self.log.strip().splitlines()[-30:]))]
+        self._targets = None   # ninja may have re-run meson
+        return self.ok
+
+    def up_to_date(self, target):
+        """After a failed build: was this target built from the current sources?"""
+        if self.ok or not self.configured():
+            return os.path.exists(os.path.join(self.path, target))
+        r = run(["ninja", "-C", self.path, "-n", target], 120, cwd=self.root)
+        return r.rc == 0 and "no work to do" in r.stdout
+
+    def owner_of(self, outputs):
+        """(variant, lesson) whose build a failed step belongs to, or None."""
+        m = re.search(r"(?:^|[\s/])(?:lib)?(lessons|solutions)[/_](\d\d_\w+?)(?:/|\.a\b|\.a\.p)",
+                      outputs)
+        return (m.group(1), m.group(2)) if m else None
+
+    def errors_of(self, variant, lesson):
+        """The CompileErrors of one lesson build, one per failed step."""
+        out = []
+        for outputs, text in self.failures:
+            if self.owner_of(outputs) == (variant, lesson):
+                out.append(self._attribute(variant, lesson, outputs, text))
+        return out
+
+    def other_failures(self, graded):
+        """Failed steps that belong to no lesson build being graded (the library, ...)."""
+        return [(o, t) for o, t in self.failures if self.owner_of(o) not in graded]
+
+    def _attribute(self, variant, lesson, outputs, text):
+        lines = text.splitlines()
+        shown = [self.readable(ln) for ln in lines]
+        for ln in lines:
+            m = DIAGNOSTIC.match(ln)
+            if not m or m.group("kind") not in ("error", "fatal error"):
+                continue
+            path = os.path.normpath(os.path.join(self.path, m.group("path")))
+            rel = os.path.relpath(path, self.root)
+            line = int(m.group("line") or m.group("nvline"))
+            if rel.startswith(os.path.join(variant, lesson) + os.sep):
+                for task, first, last in fences_of(path):
+                    if first <= line <= last:
+                        return CompileError(task, rel, "\n".join(shown))
+                return CompileError("-", f"{rel} (outside the fences)", "\n".join(shown))
+            return CompileError("-", rel, "\n".join(shown))
+        return CompileError("-", outputs, "\n".join(shown))
+
+    def readable(self, line):
+        """A compiler line with its path relative to the project root, not the build."""
+        m = DIAGNOSTIC.match(line) or re.match(r"^(?:In file included from )?(?P<path>\.\./\S+?)[:(]", line)
+        if m and m.group("path").startswith(".."):
+            path = os.path.normpath(os.path.join(self.path, m.group("path")))
+            return line.replace(m.group("path"), os.path.relpath(path, self.root), 1)
+        return line
+
+
+def parse_ninja_failures(log):
+    """[(outputs, text)] for each 'FAILED: outputs' block of ninja's output."""
+    blocks, current, skip_command = [], None, False
+    for line in ANSI_ESCAPE.sub("", log).splitlines():
+        if line.startswith("FAILED: "):
+            current = [line[len("FAILED: "):], []]
+            blocks.append(current)
+            skip_command = True   # ninja prints the failed command next: long, not useful
+        elif skip_command:
+            skip_command = False
+        elif line.startswith("[") and re.match(r"^\[\d+/\d+\] ", line) or line.startswith("ninja: "):
+            current = None
+        elif current is not None:
+            current[1].append(line)
+    return [(outs, "\n".join(text)) for outs, text in blocks]
+
+
+TEST_CASE = re.compile(r'TEST_CASE\s*\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+),\s*((?:"(?:[^"\\]|\\.)*"\s*)+)\)')
+
+
+def cases_in_sources(paths):
+    """[(name, tags)] of the TEST_CASEs in these files, in order (for a test binary that
+    did not build: its cases still count, as failed)."""
+    def literal(text):
+        return "".join(bytes(s, "utf-8").decode("unicode_escape")
+                       for s in re.findall(r'"((?:[^"\\]|\\.)*)"', text))
+    out = []
+    for path in paths:
+        try:
+            with open(path, encoding="utf-8", errors="replace") as f:
+                text = f.read()
+        except OSError:
+            continue
+        out += [(literal(m.group(1)), literal(m.group(2))) for m in TEST_CASE.finditer(text)]
+    return out

@@ -1,0 +1,223 @@
+"""Running test binaries: each launch under a time limit, in its own process group (so a
+hung mpirun and its ranks die together), and one crash never costing more than the case
+it happened in."""
+import os
+import re
+import shutil
+import signal
+import subprocess
+import tempfile
+import time
+
+from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
+
+SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
+MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
+
+
+class Run:
+    def __init__(self, rc, stdout, stderr, timed_out, seconds):
+        self.rc, self.stdout, self.stderr = rc, stdout, stderr
+        self.timed_out, self.seconds = timed_out, seconds
+
+    def why_incomplete(self, timeout):
+        if self.timed_out:
+            return f"timed out after {timeout:g} s; the run was killed"
+        if self.rc < 0:
+            try:
+                name = signal.Signals(-self.rc).name
+            except ValueError:
+                name = f"signal {-self.rc}"
+            return f"crashed ({name})"
+        return f"the run ended (exit status {self.rc}) inside this test case"
+
+    def tail(self, n=15):
+        lines = (self.stderr.strip() + "\n" + self.stdout.strip()).strip().splitlines()
+        return "\n".join(lines[-n:])
+
+
+def _kill_group(proc):
+    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+        try:
+            os.killpg(proc.pid, sig)
+        except ProcessLookupError:
+            return
+        try:
+            proc.wait(timeout=wait)
+            return
+        except subprocess.TimeoutExpired:
+            continue
+
+
+def run(cmd, timeout, env=None, cwd=None):
+    """Runs cmd in its own process group; timeout None means no limit. On timeout kills
+    the whole group (mpirun and its ranks too) and returns what had been printed."""
+    start = time.monotonic()
+    try:
+        proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+                                env=env, cwd=cwd, start_new_session=True)
+    except OSError as e:
+        return Run(127, "", f"cannot run {cmd[0]}: {e}", False, 0.0)
+    timed_out = False
+    try:
+        out, err = proc.communicate(timeout=timeout)
+    except subprocess.TimeoutExpired:
+        timed_out = True
+        _kill_group(proc)
+        try:
+            out, err = proc.communicate(timeout=10)
+        except subprocess.TimeoutExpired:  # a grandchild escaped the group and holds the pipe
+            proc.kill()
+            out, err = b"", b""
+    return Run(proc.returncode if not timed_out else 124,
+               out.decode("utf-8", "replace"), err.decode("utf-8", "replace"),
+               timed_out, time.monotonic() - start)
+
+
+class Runner:
+    """Runs one test binary's cases (directly or under mpirun) and turns them into Cases.
+
+    A launch that ends inside a case (a crash, MPI_Abort, a deadlock killed by the time
+    limit) fails that case alone: the cases it never reached run again in a new launch,
+    so one bug in one task never zeroes the rest of the lesson."""
+
+    def __init__(self, timeout, workdir, root):
+        self.timeout = timeout or None   # 0: no limit
+        self.workdir = workdir
+        mpirun = os.path.join(root, "tools", "mpirun")   # the course's mpirun settings
+        self.mpirun = mpirun if shutil.which("mpirun") and os.access(mpirun, os.X_OK) else None
+        self.env = dict(os.environ)
+        # Containers often forbid the cross-memory attach Open MPI uses between ranks.
+        self.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        self.launches = 0
+
+    @property
+    def timeout_text(self):
+        return self.timeout or 0
+
+    def mpi_prefix(self, nprocs):
+        return [self.mpirun, "-np", str(nprocs)]
+
+    def list_cases(self, prefix, exe, filt):
+        common = ["--use-colour", "no", filt]
+        names = run(prefix + [exe, "--list-test-names-only", *common], 120, self.env, self.workdir)
+        listing = run(prefix + [exe, "--list-tests", *common], 120, self.env, self.workdir)
+        return parse_test_list(names.stdout, listing.stdout)
+
+    def _launch(self, prefix, exe, filt, extra, via_stdout):
+        """One launch with the XML reporter: (Report, Run)."""
+        self.launches += 1
+        with tempfile.TemporaryDirectory(prefix="mgpu-grade-") as tmp:
+            report = os.path.join(tmp, "report.xml")
+            args = [exe, *extra, "-r", "xml", "-d", "yes", filt]
+            if not via_stdout:   # a file keeps printf output of the code out of the XML
+                args[1:1] = ["-o", report]
+            r = run(prefix + args, self.timeout, self.env, self.workdir)
+            text = r.stdout
+            if not via_stdout and os.path.exists(report):
+                with open(report, encoding="utf-8", errors="replace") as f:
+                    text = f.read()
+        return parse_catch_xml(text), r
+
+    def run_catch(self, prefix, exe, filt, kind, extra=(), via_stdout=False):
+        """Every case `filt` selects, as Cases. Exit status 77 turns them into skips."""
+        report, r = self._launch(prefix, exe, filt, extra, via_stdout)
+        if r.rc == SKIP_STATUS and not r.timed_out:
+            reason = next((ln.strip() for ln in r.stdout.splitlines() if "SKIP" in ln.upper()),
+                          r.stdout.strip() or "skipped (exit status 77)")
+            reason = re.sub(r"^SKIPPED:\s*", "", reason)
+            return [Case(n, t, "skipped", reason, kind=kind)
+                    for n, t in self.list_cases(prefix, exe, filt)]
+        cases, listed = [], None
+        while True:
+            cases += self._cases_of(report, r, kind)
+            if report.complete and not r.timed_out and r.rc >= 0:
+                break
+            # The launch ended early: the case it was in fails; the rest run again.
+            if listed is None:
+                listed = self.list_cases(prefix, exe, filt)
+            seen = {c.name for c in cases}
+            why = r.why_incomplete(self.timeout_text)
+            tail = r.tail()
+            if report.started and report.started[0] not in seen:
+                name, tags = report.started
+                cases.append(Case(name, tags, "failed", why + ("\n" + tail if tail else ""),
+                                  r.seconds, kind))
+                seen.add(name)
+            rest = [(n, t) for n, t in listed if n not in seen]
+            progress = report.cases or report.started
+            if not rest:
+                break
+            if not progress:   # it ended before any case began: nothing to isolate
+                for n, t in rest:
+                    cases.append(Case(n, t, "failed", f"{why} before this test case began"
+                                      + ("\n" + tail if tail else ""), kind=kind))
+                break
+            report, r = self._launch(prefix, exe, name_filter([n for n, _ in rest]),
+                                     extra, via_stdout)
+        if listed is not None:   # after a relaunch: every listed case must have an outcome
+            seen = {c.name for c in cases}
+            cases += [Case(n, t, "failed", "not reported by any launch of this binary", kind=kind)
+                      for n, t in listed if n not in seen]
+        if r.rc not in (0, SKIP_STATUS) and cases and all(c.status == "passed" for c in cases):
+            # Failed without a failing case to show for it: never let that pass silently.
+            cases.append(Case(f"{os.path.basename(exe)} {filt} (whole run)", "", "failed",
+                              f"{r.why_incomplete(self.timeout_text)}\n{r.tail()}", kind=kind))
+        return cases
+
+    @staticmethod
+    def _cases_of(report, r, kind):
+        cases = [Case(c["name"], c["tags"], "passed" if c["success"] else "failed",
+                      c["output"], c["seconds"], kind) for c in report.cases]
+        if r.timed_out:   # Catch2 reports the case SIGTERM interrupted: say why it came
+            for c in cases:
+                if c.status == "failed" and "SIGTERM" in c.output:
+                    c.output = f"{r.why_incomplete(0)}\n{c.output}"
+        return cases
+
+    def run_binary(self, exe):
+        cases = self.run_catch([], exe, "~[gpu]", "cpu")
+        return cases + self.run_catch([], exe, "[gpu]", "gpu", extra=["--require-gpu"])
+
+    def run_mpi_binary(self, exe):
+        if not self.mpirun:
+            return [Case(f"{os.path.basename(exe)} (mpirun)", "", "failed",
+                         "mpirun not found: install Open MPI (tools/install-deps)", kind="mpi")]
+        out = []
+        for filt, extra in (("~[gpu]", []), ("[gpu]", ["--require-gpu"])):
+            runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra,
+                                       via_stdout=True)) for n in MPI_WORLD_SIZES]
+            out += merge_mpi_runs(runs)
+        return out
+
+
+def merge_mpi_runs(runs):
+    """A multi-rank case passes only when it passed in every run (2 and 3 ranks); a case
+    a run did not report counts as failed there. Skipped in any run: skipped."""
+    order, by_name = [], {}
+    for nprocs, cases in runs:
+        for c in cases:
+            if c.name not in by_name:
+                order.append(c.name)
+                by_name[c.name] = {}
+            by_name[c.name][nprocs] = c
+    merged = []
+    for name in order:
+        per_run = by_name[name]
+        first = next(iter(per_run.values()))
+        statuses, notes = [], []
+        for nprocs, _ in runs:
+            c = per_run.get(nprocs)
+            status = c.status if c else "failed"
+            statuses.append(status)
+            if status != "passed":
+                notes.append(f"-np {nprocs}: {status}" +
+                             (f"\n{c.output}" if c and c.output else " (not reported by this run)"
+                              if not c else ""))
+        status = ("skipped" if "skipped" in statuses else
+                  "passed" if all(s == "passed" for s in statuses) else "failed")
+        if status == "skipped":
+            notes = [next(c.output for c in per_run.values() if c.status == "skipped")]
+        merged.append(Case(name, first.tags, status, "\n".join(notes),
+                           sum(c.seconds for c in per_run.values()), "mpi"))
+    return merged
