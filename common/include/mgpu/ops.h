@@ -77,7 +77,11 @@ Tensor argmax_last(const Tensor& x);
 /// C = op(A) op(B) with op(X) = X or X^T. A, B 2-D. f32/f64: in their own precision;
 /// f16/bf16: inputs in 16 bits, products accumulated in f32, result in the input dtype.
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+/// As above with the result in `out_dtype`: a's dtype, or f32 for f16/bf16 operands (the
+/// mixed-precision GEMM: 16-bit inputs, f32 accumulation, the f32 sums kept unrounded).
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out_dtype);
 /// C = alpha * op(A) op(B) + beta * C, into an existing C (beta = 1 accumulates gradients).
+/// C has A's dtype, or is f32 when A and B are f16/bf16 (mixed precision, as above).
 void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
                 bool trans_b = false, double alpha = 1.0, double beta = 0.0);
 

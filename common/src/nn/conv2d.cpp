@@ -1,10 +1,12 @@
 // Conv2d: im2col, one GEMM, and a transpose back to NCHW; backward the same in reverse.
+// Inside an amp::Autocast region the GEMMs run in f16/bf16 (autocast.h).
 #include "mgpu/nn/conv2d.h"
 
 #include <cmath>
 #include <sstream>
 
 #include "layer_util.h"
+#include "mgpu/amp/autocast.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
 
@@ -48,7 +50,9 @@ std::string Conv2d::describe() const {
 
 Tensor Conv2d::forward(const Tensor& x) {
   const Tensor& w = weight().value;
-  detail::check_like_param(describe(), "input", x, w);
+  // The precision policy (amp/autocast.h): f32 here, f16/bf16 inside an Autocast region.
+  const DType compute = amp::gemm_dtype(w);
+  amp::check_gemm_input(describe(), "input", x, w, compute);
   MGPU_CHECK(x.ndim() == 4 && x.size(1) == in_ch_, describe(), ": input is ", x.str(),
              ", expected [N, ", in_ch_, ", H, W]");
   ConvGeometry g;
@@ -61,15 +65,18 @@ Tensor Conv2d::forward(const Tensor& x) {
   g.padding = padding_;
   const std::int64_t positions = g.out_height() * g.out_width();
 
-  // Step 1) unroll: one row per output position, one column per weight of a filter.
-  Tensor cols = im2col(x, g);
-  // Step 2) every filter against every row at once: [N*P, CKK] x [CKK, C_out].
-  Tensor out = matmul(cols, w.reshape({out_ch_, g.cols()}), false, /*trans_b=*/true);
+  // Step 1) unroll: one row per output position, one column per weight of a filter (in the
+  // compute dtype: casting x first casts 1/(k*k) as many elements as casting the columns).
+  Tensor cols = im2col(amp::cast_operand(x, compute), g);
+  // Step 2) every filter against every row at once: [N*P, CKK] x [CKK, C_out], accumulated
+  // and returned in the parameters' dtype.
+  const Tensor wc = amp::cast_weight(w, compute).reshape({out_ch_, g.cols()});
+  Tensor out = matmul(cols, wc, false, /*trans_b=*/true, w.dtype());
   if (has_bias_) add_rowwise_(out, bias().value);
   // Step 3) rows are (n, position) with channels last (NHWC); put channels before positions.
   Tensor y = transpose_inner(out.reshape({g.batch, positions, out_ch_}))
                  .reshape({g.batch, out_ch_, g.out_height(), g.out_width()});
-  if (is_training()) saved_.push(describe(), Saved{cols, g});
+  if (is_training()) saved_.push(describe(), Saved{cols, wc, g});
   return y;
 }
 
@@ -84,15 +91,17 @@ Tensor Conv2d::backward(const Tensor& grad_out) {
   Tensor grad_rows =
       transpose_inner(grad_out.reshape({g.batch, out_ch_, positions})).reshape({g.rows(), out_ch_});
   Parameter& w = weight();
+  // The GEMMs run in the forward's dtype: the incoming gradient is cast to it too.
+  const Tensor gc = amp::cast_operand(grad_rows, s.cols.dtype());
   // dL/dW = grad_rows^T cols: [C_out, N*P] x [N*P, CKK], added into the gradient.
   if (w.requires_grad()) {
     Tensor grad_w = w.grad.reshape({out_ch_, g.cols()});
-    matmul_out(grad_w, grad_rows, s.cols, /*trans_a=*/true, false, 1.0, 1.0);
+    matmul_out(grad_w, gc, s.cols, /*trans_a=*/true, false, 1.0, 1.0);
     w.notify_grad_ready();
   }
   if (has_bias_) detail::accumulate_grad(bias(), sum(grad_rows, 0));
   // dL/dcols = grad_rows W, then fold the patches back onto the image.
-  Tensor grad_cols = matmul(grad_rows, w.value.reshape({out_ch_, g.cols()}));
+  Tensor grad_cols = matmul(gc, s.w, false, false, w.value.dtype());
   return col2im(grad_cols, g);
 }
 

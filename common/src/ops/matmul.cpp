@@ -53,6 +53,13 @@ void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int
       detail::dispatch_floating(a.dtype(), "matmul", [&](auto tag) {
         using T = decltype(tag);
         const std::vector<float> af = to_float<T>(a), bf = to_float<T>(b);
+        if (c.dtype() == DType::f32) {
+          // Mixed precision: 16-bit operands, the float result kept as it is (no rounding
+          // to 16 bits), accumulated straight into C when beta = 1.
+          cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), af.data(),
+                      lda, bf.data(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+          return;
+        }
         // beta == 0 means "ignore C" (it may hold garbage or NaN), as in BLAS.
         std::vector<float> cf = beta != 0 ? to_float<T>(c)
                                           : std::vector<float>(static_cast<std::size_t>(c.numel()));
@@ -69,8 +76,15 @@ void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int
 void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                 double alpha, double beta) {
   detail::check_compatible("matmul", "a", a, "b", b);
-  detail::check_compatible("matmul", "c", c, "a", a);
   detail::check_floating("matmul", "a", a);
+  detail::check_defined_operand("matmul", "c", c);
+  if (c.dtype() == DType::f32 && (a.dtype() == DType::f16 || a.dtype() == DType::bf16)) {
+    // The mixed-precision GEMM: 16-bit a and b, f32 c (see ops.h).
+    MGPU_CHECK(c.device() == a.device(), "matmul: device mismatch: c is ", c.str(), ", a is ",
+               a.str(), " (move one with .to(device))");
+  } else {
+    detail::check_compatible("matmul", "c", c, "a", a);
+  }
   MGPU_CHECK(a.ndim() == 2 && b.ndim() == 2, "matmul: a and b must be 2-D, got a ", a.str(),
              " and b ", b.str());
   const std::int64_t m = trans_a ? a.size(1) : a.size(0);
@@ -108,12 +122,22 @@ void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool 
 }
 
 Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b) {
+  detail::check_defined_operand("matmul", "a", a);
+  return matmul(a, b, trans_a, trans_b, a.dtype());
+}
+
+Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DType out_dtype) {
   detail::check_compatible("matmul", "a", a, "b", b);
   MGPU_CHECK(a.ndim() == 2 && b.ndim() == 2, "matmul: a and b must be 2-D, got a ", a.str(),
              " and b ", b.str());
+  MGPU_CHECK(out_dtype == a.dtype() ||
+                 (out_dtype == DType::f32 && (a.dtype() == DType::f16 || a.dtype() == DType::bf16)),
+             "matmul: cannot write a product of ", a.str(), " and ", b.str(), " as ",
+             dtype_name(out_dtype), " (the result is the operands' dtype, or f32 for f16/bf16 "
+             "operands)");
   const std::int64_t m = trans_a ? a.size(1) : a.size(0);
   const std::int64_t n = trans_b ? b.size(0) : b.size(1);
-  Tensor c = Tensor::empty({m, n}, a.dtype(), a.device());
+  Tensor c = Tensor::empty({m, n}, out_dtype, a.device());
   matmul_out(c, a, b, trans_a, trans_b, 1.0, 0.0);
   return c;
 }

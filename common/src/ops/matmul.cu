@@ -24,7 +24,7 @@ void gemm_cuda(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool t
   const int ldb = static_cast<int>(b.size(1));
   const int lda = static_cast<int>(a.size(1));
   const int ldc = static_cast<int>(n);
-  switch (c.dtype()) {
+  switch (a.dtype()) {  // the operands' dtype (C is a's, or f32 for 16-bit operands)
     case DType::f32: {
       const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
       MGPU_CUBLAS_CHECK(cublasSgemm(handle, op_b, op_a, cm, cn, ck, &al, device_ptr<float>(b), ldb,
@@ -39,12 +39,15 @@ void gemm_cuda(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool t
     }
     case DType::f16:
     case DType::bf16: {
-      // 16-bit inputs and output, products accumulated in float (CUBLAS_COMPUTE_32F, which
-      // also lets cuBLAS use tensor cores); alpha and beta are then floats too.
-      const cudaDataType_t type = c.dtype() == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
+      // 16-bit inputs, products accumulated in float (CUBLAS_COMPUTE_32F, which also lets
+      // cuBLAS use tensor cores); alpha and beta are then floats too. C is 16-bit, or f32
+      // for the mixed-precision GEMM of the autocast policy: the f32 sums are kept as they
+      // are, so a gradient accumulated into an f32 .grad (beta = 1) is never rounded to 16 bits.
+      const cudaDataType_t type = a.dtype() == DType::f16 ? CUDA_R_16F : CUDA_R_16BF;
+      const cudaDataType_t c_type = c.dtype() == DType::f32 ? CUDA_R_32F : type;
       const float al = static_cast<float>(alpha), be = static_cast<float>(beta);
       MGPU_CUBLAS_CHECK(cublasGemmEx(handle, op_b, op_a, cm, cn, ck, &al, b.raw_data(), type, ldb,
-                                     a.raw_data(), type, lda, &be, c.raw_data(), type, ldc,
+                                     a.raw_data(), type, lda, &be, c.raw_data(), c_type, ldc,
                                      CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
       break;
     }

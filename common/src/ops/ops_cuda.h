@@ -46,7 +46,8 @@ void max_last_cuda(Tensor* max_out, Tensor* argmax_out, const Tensor& x, std::in
                    std::int64_t n);
 
 // matmul.cu
-/// c[M, N] <- alpha * op(a) op(b) + beta * c with cuBLAS (M, N, K >= 1).
+/// c[M, N] <- alpha * op(a) op(b) + beta * c with cuBLAS (M, N, K >= 1); c is a's dtype,
+/// or f32 for f16/bf16 a and b.
 void gemm_cuda(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                std::int64_t m, std::int64_t n, std::int64_t k, double alpha, double beta);
 

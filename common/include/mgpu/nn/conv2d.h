@@ -40,7 +40,8 @@ class Conv2d : public Module {
 
  private:
   struct Saved {
-    Tensor cols;  // im2col(x): [N*H_out*W_out, C_in*k*k]
+    Tensor cols;  // im2col(x): [N*H_out*W_out, C_in*k*k], 16-bit under autocast
+    Tensor w;     // the weight as the GEMM used it: [C_out, C_in*k*k]
     ConvGeometry geometry;
   };
   std::int64_t in_ch_, out_ch_, kernel_, stride_, padding_;

@@ -41,7 +41,10 @@ class Linear : public Module {
   std::int64_t in_, out_;
   bool has_bias_;
   std::size_t weight_ = 0, bias_ = 0;
-  SavedContexts<Tensor> saved_;  // the inputs x
+  struct Saved {
+    Tensor x, w;  // the GEMM's operands as forward used them (16-bit under autocast)
+  };
+  SavedContexts<Saved> saved_;
 };
 
 }  // namespace mgpu::nn

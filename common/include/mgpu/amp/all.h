@@ -1,0 +1,7 @@
+/// @file all.h
+/// @brief Everything of mgpu::amp: the autocast policy, GradScaler and its kernels.
+#pragma once
+
+#include "mgpu/amp/autocast.h"
+#include "mgpu/amp/grad_scaler.h"
+#include "mgpu/amp/scaling.h"
