@@ -7,6 +7,7 @@
 #include "mgpu/dist/runtime.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
+#include "mgpu/parallel/reducer.h"  // clock_s
 #include "nn/layer_util.h"
 #include "running_stats.h"
 
@@ -147,7 +148,11 @@ Tensor SyncBatchNorm::forward_sync(const Tensor& x, dist::ProcessGroup& group, d
   Tensor& rm = track_ ? running_mean() : none_mean;
   Tensor& rv = track_ ? running_var() : none_var;
   // Step 1) every rank's [mean, invstd, count]: one all_gather.
+  const double begin_s = observer_ ? clock_s() : 0.0;
   Tensor gathered = gather_stats(x, group);
+  if (observer_)
+    observer_("stats + all_gather", begin_s, clock_s(),
+              static_cast<std::int64_t>(gathered.nbytes()));
   // Step 2) the world's mean and invstd; the running statistics move with them.
   GlobalBatchStats g = merge_stats(gathered, rm, rv, factor);
   // Step 3) normalise, scale and shift this rank's batch with the world's statistics.
@@ -164,7 +169,11 @@ Tensor SyncBatchNorm::backward(const Tensor& grad_out) {
   const Tensor weight = affine_ ? parameter_at(weight_).value : Tensor();
   SyncBatchNormGrads d;
   if (s.group) {
+    const double begin_s = observer_ ? clock_s() : 0.0;
     d = backward_sync(grad_out, s.x, s.mean, s.invstd, weight, s.count, *s.group);
+    if (observer_)  // the all_reduce carried [sum_dy | sum_dy_xmu]: 2C values
+      observer_("sums + all_reduce + dx", begin_s, clock_s(),
+                static_cast<std::int64_t>(2 * s.mean.nbytes()));
   } else {
     // Local: the same formula with this rank's own sums and count.
     Tensor sum_dy, sum_dy_xmu;

@@ -103,6 +103,18 @@ TEST_CASE("collectives: one all_gather of W x (2C+1) forward, one all_reduce of 
     CHECK(counting.ops.empty());  // a world of one rank: plain BatchNorm
   }
   counting.ops.clear();
+  // The observer hears of both synchronised steps, with their bytes.
+  std::vector<std::string> seen;
+  bn.set_step_observer([&](const char* what, double begin_s, double end_s, std::int64_t bytes) {
+    CHECK(end_s >= begin_s);
+    seen.push_back(std::string(what) + " " + std::to_string(bytes));
+  });
+  bn.backward(bn.forward(x));
+  if (W > 1) {
+    CHECK(seen == std::vector<std::string>{"stats + all_gather " + std::to_string(W * 9 * 4),
+                                           "sums + all_reduce + dx 32"});
+  }
+  counting.ops.clear();
   bn.eval();
   const Tensor y_eval = bn.forward(x);
   CHECK(counting.ops.empty());

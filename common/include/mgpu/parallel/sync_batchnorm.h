@@ -22,6 +22,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -79,6 +80,15 @@ class SyncBatchNorm : public nn::Module {
   /// The group a training forward synchronises over now, or null for none (a world of 1).
   dist::ProcessGroup* sync_group() const;
 
+  /// Told about each synchronised step: what it was ("stats + all_gather" in the forward,
+  /// "sums + all_reduce + dx" in the backward), when it began and ended (parallel::clock_s()
+  /// seconds, the host's time: on a GPU the step has waited for its collective), and the
+  /// bytes its collective delivered to this rank. For traces; null (the default): nothing.
+  using StepObserver = std::function<void(const char* what, double begin_s, double end_s,
+                                          std::int64_t bytes)>;
+  /// Sets (or, with null, clears) the observer. Clones keep it.
+  void set_step_observer(StepObserver observer) { observer_ = std::move(observer); }
+
  protected:
   /// Copies everything (clone() then drops the saved contexts).
   SyncBatchNorm(const SyncBatchNorm&) = default;
@@ -112,6 +122,7 @@ class SyncBatchNorm : public nn::Module {
   std::optional<double> momentum_;
   bool affine_, track_;
   dist::ProcessGroup* group_;
+  StepObserver observer_;
   std::size_t weight_ = 0, bias_ = 0;
   nn::SavedContexts<Saved> saved_;
 };
