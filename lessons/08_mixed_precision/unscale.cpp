@@ -1,0 +1,37 @@
+// Lesson 08, task 2: unscale_ - the stages of an optimizer within one iteration, the
+// inverse scale, the inf/NaN check of every gradient, and one skip decision for all ranks.
+//
+//            unscale_              step             update
+//   ready ------------> unscaled -------> stepped --------> ready (next iteration)
+//     |                                ^
+//     +------ step (unscales first) ---+
+#include <algorithm>
+
+#include "mgpu/amp/scaling.h"
+#include "mgpu/ops.h"
+#include "mixed_precision.h"
+
+namespace mgpu::lesson08 {
+
+void GradScaler::unscale_(optim::Optimizer& optimizer) {
+  if (!options_.enabled) return;
+  check_scale_initialized("unscale_");  // throws before the first scale()
+  OptimizerState& state = optimizer_state(optimizer);
+  // What you have: state.stage / state.found_inf_per_device; scale_; group_;
+  // unscale_grads_(optimizer, inv_scale, allow_fp16) -> one found_inf flag per device;
+  // flag.item() reads a flag on the host; Tensor::full({}, v, DType::f32, device);
+  // group_->all_reduce(t, dist::ReduceOp::max).wait(); group_->device().
+  // TODO(task2) BEGIN: (1) throw (MGPU_CHECK) when state.stage is Stage::unscaled or
+  // Stage::stepped, with PyTorch's messages (mixed_precision.h); (2) inv_scale = 1 / scale_
+  // in double, rounded to float; (3) state.found_inf_per_device <- unscale_grads_ with
+  // f16 gradients refused; (4) with a group_, replace the flags by one: this rank's
+  // largest flag, all-reduced with MAX, on group_->device(), keyed by that device's str();
+  // (5) state.stage <- Stage::unscaled. (about 15 lines)
+  MGPU_FAIL("TODO(task2): GradScaler::unscale_ is not written yet "
+            "(lessons/08_mixed_precision/unscale.cpp); optimizer ", optimizer.describe(),
+            ", scale ", scale_, ", stage ", static_cast<int>(state.stage), ", ",
+            group_ ? "with" : "without", " a process group");
+  // TODO(task2) END
+}
+
+}  // namespace mgpu::lesson08

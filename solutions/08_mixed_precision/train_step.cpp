@@ -1,0 +1,55 @@
+// Lesson 08, task 4: one mixed-precision training step.
+#include "mixed_precision.h"
+
+namespace mgpu::lesson08 {
+
+Precision parse_precision(const std::string& name) {
+  if (name == "fp32") return Precision::fp32;
+  if (name == "bf16") return Precision::bf16;
+  if (name == "fp16") return Precision::fp16;
+  MGPU_FAIL("unknown precision '", name, "': choose fp32, bf16 or fp16");
+}
+
+const char* precision_name(Precision p) {
+  switch (p) {
+    case Precision::fp32: return "fp32";
+    case Precision::bf16: return "bf16";
+    case Precision::fp16: return "fp16";
+  }
+  return "?";
+}
+
+StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
+                      optim::Optimizer& optimizer, amp::GradScaler& scaler, const Tensor& x,
+                      const Tensor& y, Precision precision) {
+  StepResult result;
+  // TODO(task4) BEGIN: Steps 1-6 of mixed_precision.h. The forward alone runs inside
+  // { amp::Autocast region(DType::bf16 or DType::f16); logits = model.forward(x); } (no
+  // region for fp32); the loss and everything after it outside. Fill result.loss
+  // (loss.item()), result.stepped (what scaler.step returns), result.scale
+  // (scaler.get_scale() after update) and result.logits. (about 12 lines)
+  // Step 1) fresh gradients.
+  optimizer.zero_grad();
+  // Step 2) the forward's GEMMs in 16 bits, on the f32 master weights.
+  Tensor logits;
+  if (precision == Precision::fp32) {
+    logits = model.forward(x);
+  } else {
+    amp::Autocast region(precision == Precision::bf16 ? DType::bf16 : DType::f16);
+    logits = model.forward(x);
+  }
+  // Step 3) the loss in f32.
+  result.loss = loss_fn.forward(logits, y).item();
+  result.logits = logits;
+  // Step 4) backward of scale * loss: the gradient that starts backward, scaled.
+  model.backward(scaler.scale(loss_fn.backward()));
+  // Step 5) unscale, check, step unless an inf/NaN was found.
+  result.stepped = scaler.step(optimizer);
+  // Step 6) adapt the scale for the next step.
+  scaler.update();
+  result.scale = scaler.get_scale();
+  // TODO(task4) END
+  return result;
+}
+
+}  // namespace mgpu::lesson08
