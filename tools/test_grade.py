@@ -141,6 +141,13 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(catch2.task_of(listed[1][1]), "task3")
         self.assertEqual(listed[2], ("#hash name", "[gpu]"))
 
+    def test_what_a_broken_run_printed_leads_with_the_reason(self):
+        r = running.Run(3, 'noise\n<?xml version="1.0"?>\n<Catch><TestCase name="x">\n<Info>p</Info>',
+                        "MPI_ABORT was invoked on rank 1\n[rank 0] mgpu::dist timeout: recv #2 "
+                        "did not complete within 30 s\n[vm:1] ORTE_ERROR_LOG: unpack\n", False, 1)
+        self.assertEqual(r.tail(), "[rank 0] mgpu::dist timeout: recv #2 did not complete within 30 s")
+        self.assertNotIn("<Info>", running.Run(1, "<Catch><Info>p</Info>", "boom\n", False, 1).tail())
+
     def test_name_filter_escapes_the_spec_language(self):
         self.assertEqual(catch2.name_filter(["a, b", "c[1]", "d*"]), r"a\, b,c\[1\],d\*")
 

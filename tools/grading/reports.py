@@ -91,8 +91,10 @@ def print_table(res, out=None):
     for note in res.notes:
         print(f"  {note}", file=out)
     if res.blocked:
-        print(f"  FAILED  {len(cases)} test(s) not run: {res.variant}/{res.lesson} does not "
-              "compile (errors above)", file=out)
+        why = ("does not compile (errors above)" if res.compile_errors else
+               "was not built")
+        print(f"  FAILED  {len(cases)} test(s) not run: {res.variant}/{res.lesson} {why}",
+              file=out)
         return
     for c in cases:
         if c.status == "failed":

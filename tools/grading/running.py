@@ -31,9 +31,19 @@ class Run:
             return f"crashed ({name})"
         return f"the run ended (exit status {self.rc}) inside this test case"
 
-    def tail(self, n=15):
-        lines = (self.stderr.strip() + "\n" + self.stdout.strip()).strip().splitlines()
-        return "\n".join(lines[-n:])
+    def tail(self, n=12):
+        """What the run printed besides the XML report: the lines that say what went
+        wrong (the library's errors, a timeout, a signal) first, else the last lines."""
+        out = self.stdout
+        for mark in ("<?xml", "<Catch"):
+            if mark in out:
+                out = out[:out.index(mark)] + out[out.rfind("</Catch>") + 8:] \
+                    if "</Catch>" in out else out[:out.index(mark)]
+                break
+        lines = [ln for ln in (self.stderr + "\n" + out).splitlines() if ln.strip()]
+        telling = [ln for ln in lines if re.search(r"mgpu|timeout|error|Error|SIG|FAILED", ln)
+                   and not re.search(r"ORTE_ERROR_LOG|help_aggregate|with errorcode", ln)]
+        return "\n".join(telling[:n] if telling else lines[-n:])
 
 
 def _kill_group(proc):
@@ -102,7 +112,12 @@ class Runner:
         common = ["--use-colour", "no", filt]
         names = run(prefix + [exe, "--list-test-names-only", *common], 120, self.env, self.workdir)
         listing = run(prefix + [exe, "--list-tests", *common], 120, self.env, self.workdir)
-        return parse_test_list(names.stdout, listing.stdout)
+        seen, out = set(), []
+        for name, tags in parse_test_list(names.stdout, listing.stdout):
+            if name not in seen:   # under mpirun every rank may list them
+                seen.add(name)
+                out.append((name, tags))
+        return out
 
     def _launch(self, prefix, exe, filt, extra, via_stdout):
         """One launch with the XML reporter: (Report, Run)."""
