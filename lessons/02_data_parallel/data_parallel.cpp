@@ -123,7 +123,7 @@ Tensor DataParallel::forward(const Tensor& x) {
 
   last_chunks_.clear();
   for (const Tensor& c : chunks) last_chunks_.push_back(c.size(0));
-  if (module_->is_training()) pending_.push_back({last_chunks_, out.shape()});
+  if (module_->is_training()) pending_.push_back({last_chunks_, out.shape(), outputs[0].ndim() == 0});
   return out;
 }
 
@@ -138,7 +138,9 @@ Tensor DataParallel::backward(const Tensor& grad_out, bool input_grad) {
              shape_str(step.output_shape));
   double t = now_us();
   // Step 1) split d(loss)/d(output) exactly like the batch (the backward of gather).
-  const std::vector<Tensor> grads = scatter(grad_out, devices_, &traffic_, Phase::grad_scatter);
+  std::vector<Tensor> grads = scatter(grad_out, devices_, &traffic_, Phase::grad_scatter);
+  if (step.scalar_outputs)  // replica i returned a scalar: its gradient is element i, 0-d
+    for (Tensor& g : grads) g = g.reshape({});
   MGPU_CHECK(grads.size() == step.chunks.size(), "DataParallel::backward: internal error: ",
              grads.size(), " gradient chunks for ", step.chunks.size(), " replicas");
   const std::size_t active = grads.size();

@@ -30,7 +30,7 @@
 
 namespace mgpu::lesson02 {
 
-// ---- Task 1: scatter (scatter_gather.cpp) ---------------------------------------------------
+// ---- Task 1: scatter and gather (scatter_gather.cpp) ---------------------------------------------------
 
 /// Rows per chunk when `batch` rows are split over `num_devices` devices: every chunk has
 /// ceil(batch / num_devices) rows except the last, which has what is left. When the batch
@@ -46,7 +46,9 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
                             Traffic* traffic = nullptr, Phase phase = Phase::scatter);
 
 /// The inverse of scatter: the parts concatenated along dimension 0 into a new tensor on
-/// `out_device` (given; not a task).
+/// `out_device`. Parts that are all 0-d (a scalar per replica, e.g. each replica's loss)
+/// give a vector with one value per replica, as PyTorch's gather does. Throws when the
+/// parts differ in anything but dimension 0, or mix scalars with tensors.
 Tensor gather(const std::vector<Tensor>& parts, const Device& out_device,
               Traffic* traffic = nullptr, Phase phase = Phase::gather);
 
@@ -144,6 +146,7 @@ class DataParallel {
   struct Pending {  // a training forward still waiting for its backward (last in, first out)
     std::vector<std::int64_t> chunks;
     Shape output_shape;
+    bool scalar_outputs = false;  // each replica returned a 0-d tensor (gathered to a vector)
   };
   std::vector<Pending> pending_;
   std::vector<std::int64_t> last_chunks_;

@@ -1,21 +1,30 @@
-// Lesson 05, task 1: which gradients share a bucket.
+// Lesson 05, task 1: which gradients share a bucket (mgpu/parallel/bucket_assignment.h).
 #include <algorithm>
-#include <map>
+#include <cstddef>
 #include <utility>
+#include <vector>
 
-#include "ddp_lesson.h"
 #include "mgpu/error.h"
+#include "mgpu/parallel/bucket_assignment.h"
 
-namespace mgpu::lesson05 {
+namespace mgpu::parallel {
 
 std::vector<std::vector<std::size_t>> compute_bucket_assignment_by_size(
-    const std::vector<GradSpec>& tensors, const std::vector<std::size_t>& size_limits) {
-  MGPU_CHECK(!size_limits.empty(), "compute_bucket_assignment_by_size: size_limits is empty");
-  // TODO(task1) BEGIN: walk the tensors from last to first into one open bucket per dtype,
-  // close a bucket when its bytes reach its cap, then order the buckets (about 30 lines).
+    const std::vector<GradSpec>& tensors, const std::vector<std::size_t>& size_limits,
+    const std::vector<std::size_t>& tensor_indices) {
+  MGPU_CHECK(!size_limits.empty(), "compute_bucket_assignment_by_size: size_limits is empty "
+             "(pass at least one cap, e.g. {1 MiB, 25 MiB})");
+  MGPU_CHECK(tensor_indices.empty() || tensor_indices.size() == tensors.size(),
+             "compute_bucket_assignment_by_size: ", tensors.size(), " tensors but ",
+             tensor_indices.size(), " tensor_indices (give one index per tensor, or none)");
+  std::vector<std::vector<std::size_t>> buckets;
+  // TODO(task1) BEGIN: the rules of bucket_assignment.h. Invariants: every tensor in
+  // exactly one bucket, no bucket mixes dtypes, a bucket closes the moment its bytes reach
+  // its cap. Keep, per dtype, the open bucket, its bytes and which cap it is on (~30 lines).
   MGPU_FAIL("TODO(task1): compute_bucket_assignment_by_size is not written yet "
             "(lessons/05_ddp/bucket_assignment.cpp); called with ", tensors.size(), " tensors");
   // TODO(task1) END
+  return buckets;
 }
 
-}  // namespace mgpu::lesson05
+}  // namespace mgpu::parallel

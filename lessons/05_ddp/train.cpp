@@ -1,7 +1,7 @@
 // train: lesson 05's program. Trains lesson 01's MLP or CNN on Fashion-MNIST with
-// DistributedDataParallel built from your pieces: one process per device, each on its own
-// share of every epoch (your DistributedSampler), gradients averaged bucket by bucket
-// while backward runs (your bucket assignment, hook and finalize).
+// DistributedDataParallel, whose missing pieces are yours: one process per device, each on
+// its own share of every epoch (your DistributedSampler), gradients averaged bucket by
+// bucket while backward runs (your bucket assignment, hook, finalize and rebuild).
 //
 //   mpirun -np 2 build/solutions/05_ddp/train --model cnn
 //   mpirun -np 2 build/solutions/05_ddp/train --model mlp --trace ddp.json --steps 50
@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "ddp_lesson.h"
 #include "mgpu/data/all.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
@@ -37,7 +36,6 @@ namespace data = mgpu::data;
 namespace dist = mgpu::dist;
 namespace nn = mgpu::nn;
 namespace par = mgpu::parallel;
-namespace l05 = mgpu::lesson05;
 
 struct Options {
   std::string model = "mlp";
@@ -54,8 +52,9 @@ struct Options {
   std::int64_t train_samples = 0;  // 0: the whole training set
   std::int64_t steps = 0;          // 0: whole epochs
   double bucket_cap_mb = 25.0;
-  double first_bucket_cap_mb = 1.0;
+  bool bucket_cap_given = false;  // PyTorch: a 1 MiB first bucket only when not given
   bool find_unused = false;
+  bool no_set_epoch = false;      // the pitfall: every epoch repeats the first one's order
   bool no_broadcast_buffers = false;
   bool no_sampler = false;  // the pitfall: every rank reads everything in the same order
   std::string comm_hook = "allreduce";
@@ -107,13 +106,14 @@ class RankTrace {
     if (!args.is_null()) e["args"] = std::move(args);
     events_.push_back(std::move(e));
   }
-  // The phases of one DDP step, from the timeline DDP recorded.
-  void step(const par::StepTimeline& t, double opt_begin, double opt_end) {
+  // The phases of one DDP step, from the timeline DDP recorded and the comm timer.
+  void step(const par::StepTimeline& t, const std::vector<par::BucketTiming>& buckets,
+            double opt_begin, double opt_end) {
     span("forward", "compute", t.forward_begin, t.forward_end);
     span("backward", "compute", t.backward_begin, t.backward_end);
     span("wait for buckets", "compute", t.backward_end, t.reduce_end);
     span("optimizer", "compute", opt_begin, opt_end);
-    for (const par::BucketTiming& b : t.buckets)
+    for (const par::BucketTiming& b : buckets)
       span("all-reduce bucket " + std::to_string(b.bucket), "comm", b.launch_s, b.done_s,
            {{"bytes", b.bytes}});
   }
@@ -187,7 +187,7 @@ int run(const Options& opt) {
   MGPU_CHECK(opt.train_samples >= 0 && opt.train_samples <= train_set->size(),
              "--train-samples ", opt.train_samples, " is not in [0, ", train_set->size(), "]");
   const std::int64_t n_train = opt.train_samples > 0 ? opt.train_samples : train_set->size();
-  auto sampler = std::make_shared<l05::DistributedSampler>(n_train, world, rank, true, opt.seed);
+  auto sampler = std::make_shared<par::DistributedSampler>(n_train, world, rank, true, opt.seed);
   data::DataLoaderOptions lo;
   lo.batch_size = opt.batch_size;
   lo.seed = opt.seed;
@@ -209,13 +209,13 @@ int run(const Options& opt) {
   auto model = nn::fashion_mnist_model(opt.model);  // lesson 01's models
   model->to(device);
   par::DDPOptions ddp_options;
-  ddp_options.bucket_cap_mb = opt.bucket_cap_mb;
-  ddp_options.first_bucket_cap_mb = opt.first_bucket_cap_mb;
+  if (opt.bucket_cap_given) ddp_options.bucket_cap_mb = opt.bucket_cap_mb;
   ddp_options.find_unused_parameters = opt.find_unused;
   ddp_options.broadcast_buffers = !opt.no_broadcast_buffers;
-  ddp_options.record_timings = !opt.trace.empty();  // exact all-reduce times for the trace
-  l05::DistributedDataParallel ddp(model, group, ddp_options);
+  par::DistributedDataParallel ddp(model, group, ddp_options);
   if (opt.comm_hook == "fp16") ddp.register_comm_hook(par::fp16_compress_hook);
+  par::CommTimer comm_timer;  // each bucket's all-reduce, for the trace
+  if (!opt.trace.empty()) ddp.reducer().set_comm_timer(&comm_timer);
   mgpu::optim::SGD optimizer(ddp.parameters(), {opt.lr, opt.momentum, opt.weight_decay});
   nn::CrossEntropyLoss loss_fn;
   std::int64_t steps_per_epoch = train_loader.num_batches();
@@ -223,7 +223,8 @@ int run(const Options& opt) {
   dist::log0("model: ", opt.model, ", ", model->num_parameters(), " parameters; ",
              optimizer.describe(), ", ", opt.schedule, " schedule over ", opt.epochs,
              " epochs; comm hook: ", opt.comm_hook);
-  dist::log0(ddp.describe(), "\n", ddp.bucket_summary());
+  dist::log0(ddp.describe(), opt.find_unused ? "" : " (first iteration: one bucket; "
+             "rebuilt in gradient-ready order before the second)", "\n", ddp.bucket_summary());
   dist::log0("batch: ", opt.batch_size, " per rank, global ", opt.batch_size * world, " (",
              world, " rank(s)); ", train_loader.num_samples(), " samples and ", steps_per_epoch,
              " steps per rank per epoch",
@@ -239,6 +240,7 @@ int run(const Options& opt) {
   RankTrace trace(!opt.trace.empty(), rank, run_start);
 
   double train_time = 0, last_train_loss = 0, last_test_acc = 0;
+  std::vector<std::int64_t> first_order;  // this rank's sample order in epoch 1
   std::int64_t trained_samples = 0;
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
     // The learning rate of this epoch, as in lesson 01: constant, or a half cosine from
@@ -249,8 +251,13 @@ int run(const Options& opt) {
                          : opt.lr);
     mgpu::synchronize(device);
     const double epoch_start = par::clock_s();
-    // Without this, every epoch would visit the samples in the first epoch's order.
-    sampler->set_epoch(epoch);
+    // Without this, every epoch would visit the samples in the first epoch's order: the
+    // sampler shuffles for the epoch it was told, not the loader's (as in PyTorch).
+    if (!opt.no_set_epoch) sampler->set_epoch(epoch);
+    if (epoch > 0 && !opt.no_sampler && sampler->indices() == first_order)
+      dist::log0("epoch ", epoch + 1, ": the same sample order as epoch 1 (",
+                 opt.no_set_epoch ? "--no-set-epoch: " : "", "set_epoch was not called)");
+    if (epoch == 0) first_order = sampler->indices();
     train_loader.start_epoch(epoch);
     double loss_sum = 0;
     std::int64_t correct = 0, seen = 0, steps = 0;
@@ -271,7 +278,14 @@ int run(const Options& opt) {
       const double t_opt = par::clock_s();
       optimizer.step();
       if (trace.on()) mgpu::synchronize(device);
-      trace.step(ddp.last_step(), t_opt, par::clock_s());
+      trace.step(ddp.last_step(), comm_timer.take(), t_opt, par::clock_s());
+      if (ddp.last_step().rebuilt_buckets) {
+        std::string order;
+        for (std::size_t v : ddp.reducer().rebuilt_from_order())
+          order += " " + ddp.reducer().variables()[v]->name();
+        dist::log0("buckets rebuilt before step ", steps + 1, "; rank 0's gradients became ready "
+                   "in the order:", order, "\n", ddp.bucket_summary());
+      }
       const std::int64_t n = batch.labels.numel();
       loss_sum += loss * static_cast<double>(n);
       correct += count_correct(logits, batch.labels);
@@ -388,10 +402,12 @@ int main(int argc, char** argv) {
       ->capture_default_str();
   app.add_option("--steps", opt.steps, "at most this many steps per epoch (0: whole epochs)")
       ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--bucket-cap-mb", opt.bucket_cap_mb, "cap of every bucket but the first, MiB")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
-  app.add_option("--first-bucket-cap-mb", opt.first_bucket_cap_mb, "cap of the first bucket, MiB")
-      ->check(CLI::NonNegativeNumber)->capture_default_str();
+  CLI::Option* cap = app.add_option("--bucket-cap-mb", opt.bucket_cap_mb,
+                                    "cap of every bucket in MiB (not given: 25, and 1 for the first)")
+      ->check(CLI::NonNegativeNumber);
+  app.add_flag("--no-set-epoch", opt.no_set_epoch,
+               "do not call sampler.set_epoch(e) (a common pitfall: every epoch then repeats "
+               "the first epoch's order)");
   app.add_flag("--find-unused-parameters", opt.find_unused,
                "mark parameters that got no gradient ready at the end of backward");
   app.add_flag("--no-distributed-sampler", opt.no_sampler,
@@ -406,6 +422,7 @@ int main(int argc, char** argv) {
                  "write a Chrome trace (Perfetto) of every rank's phases and all-reduces here");
   // --help prints once, before MPI starts; a bad flag fails every rank the same way.
   CLI11_PARSE(app, argc, argv);
+  opt.bucket_cap_given = cap->count() > 0;
   try {
     dist::Runtime runtime(&argc, &argv);
     try {

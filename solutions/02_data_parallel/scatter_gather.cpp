@@ -1,5 +1,5 @@
 // Task 1: split a batch along dimension 0 across the devices (scatter), and its inverse
-// (gather, given). PyTorch: torch.nn.parallel.scatter / gather, built on Tensor.chunk.
+// (gather). PyTorch: torch.nn.parallel.scatter / gather, built on Tensor.chunk.
 #include "data_parallel.h"
 
 #include <algorithm>
@@ -46,31 +46,42 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
 Tensor gather(const std::vector<Tensor>& parts, const Device& out_device, Traffic* traffic,
               Phase phase) {
   MGPU_CHECK(!parts.empty(), "gather: nothing to gather");
-  // Every part must agree on everything but its number of rows.
+  // Every part must agree on everything but its number of rows. Parts that are all 0-d
+  // (one scalar per replica, e.g. each replica's loss) are gathered into a vector with one
+  // value per replica, as PyTorch's Gather does (torch/nn/parallel/_functions.py).
   const Tensor& first = parts.front();
   check_defined("gather", first, "part 0");
-  MGPU_CHECK(first.ndim() >= 1, "gather: part 0 is ", first.str(), "; parts need a dimension 0");
-  Shape shape = first.shape();
-  std::int64_t rows = 0;
+  const bool scalars = first.ndim() == 0;
   for (std::size_t i = 0; i < parts.size(); ++i) {
     const Tensor& p = parts[i];
     check_defined("gather", p, "part");
     check_same_dtype("gather", first, p);
-    MGPU_CHECK(p.ndim() == first.ndim() &&
-                   Shape(p.shape().begin() + 1, p.shape().end()) ==
-                       Shape(shape.begin() + 1, shape.end()),
+    MGPU_CHECK((p.ndim() == 0) == scalars, "gather: part ", i, " is ", p.str(), " but part 0 is ",
+               first.str(), "; the parts are either all scalars (0-d) or all have a dimension 0");
+    MGPU_CHECK(scalars || (p.ndim() == first.ndim() &&
+                           Shape(p.shape().begin() + 1, p.shape().end()) ==
+                               Shape(first.shape().begin() + 1, first.shape().end())),
                "gather: part ", i, " is ", p.str(), " but part 0 is ", first.str(),
                "; only dimension 0 may differ");
-    rows += p.size(0);
   }
+  Tensor out;
+  // TODO(task1) BEGIN: `out` on out_device holds the parts one after another along
+  // dimension 0, each copied into its rows with counted_copy(dst, src, phase, traffic); a
+  // 0-d part counts as one row, so scalars give a vector of parts.size() values (about 12
+  // lines).
+  std::int64_t rows = 0;
+  for (const Tensor& p : parts) rows += scalars ? 1 : p.size(0);
+  Shape shape = scalars ? Shape{rows} : first.shape();
   shape[0] = rows;
-  Tensor out = Tensor::empty(shape, first.dtype(), out_device);
+  out = Tensor::empty(shape, first.dtype(), out_device);
   std::int64_t begin = 0;
   for (const Tensor& p : parts) {
-    Tensor rows_of_p = out.slice(begin, begin + p.size(0));  // a view into `out`
-    counted_copy(rows_of_p, p, phase, traffic);
-    begin += p.size(0);
+    const Tensor src = scalars ? p.reshape({1}) : p;  // a scalar is a one-row view
+    Tensor rows_of_p = out.slice(begin, begin + src.size(0));  // a view into `out`
+    counted_copy(rows_of_p, src, phase, traffic);
+    begin += src.size(0);
   }
+  // TODO(task1) END
   return out;
 }
 

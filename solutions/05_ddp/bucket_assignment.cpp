@@ -1,48 +1,61 @@
-// Lesson 05, task 1: which gradients share a bucket.
+// Lesson 05, task 1: which gradients share a bucket (mgpu/parallel/bucket_assignment.h).
 #include <algorithm>
-#include <map>
+#include <cstddef>
 #include <utility>
+#include <vector>
 
-#include "ddp_lesson.h"
 #include "mgpu/error.h"
+#include "mgpu/parallel/bucket_assignment.h"
 
-namespace mgpu::lesson05 {
+namespace mgpu::parallel {
 
 std::vector<std::vector<std::size_t>> compute_bucket_assignment_by_size(
-    const std::vector<GradSpec>& tensors, const std::vector<std::size_t>& size_limits) {
-  MGPU_CHECK(!size_limits.empty(), "compute_bucket_assignment_by_size: size_limits is empty");
-  // TODO(task1) BEGIN: walk the tensors from last to first into one open bucket per dtype,
-  // close a bucket when its bytes reach its cap, then order the buckets (about 30 lines).
+    const std::vector<GradSpec>& tensors, const std::vector<std::size_t>& size_limits,
+    const std::vector<std::size_t>& tensor_indices) {
+  MGPU_CHECK(!size_limits.empty(), "compute_bucket_assignment_by_size: size_limits is empty "
+             "(pass at least one cap, e.g. {1 MiB, 25 MiB})");
+  MGPU_CHECK(tensor_indices.empty() || tensor_indices.size() == tensors.size(),
+             "compute_bucket_assignment_by_size: ", tensors.size(), " tensors but ",
+             tensor_indices.size(), " tensor_indices (give one index per tensor, or none)");
+  std::vector<std::vector<std::size_t>> buckets;
+  // TODO(task1) BEGIN: the rules of bucket_assignment.h. Invariants: every tensor in
+  // exactly one bucket, no bucket mixes dtypes, a bucket closes the moment its bytes reach
+  // its cap. Keep, per dtype, the open bucket, its bytes and which cap it is on (~30 lines).
   struct Open {
+    DType dtype;
     std::vector<std::size_t> indices;
     std::size_t bytes = 0;
-    std::size_t first_step = 0;   // walk position of the bucket's first tensor
-    std::size_t limit_index = 0;  // which entry of size_limits caps this dtype's bucket
+    std::size_t limit = 0;  // which entry of size_limits caps this dtype's open bucket
   };
-  std::map<DType, Open> open;
-  std::vector<std::pair<std::size_t, std::vector<std::size_t>>> closed;  // (first_step, indices)
-  auto close = [&](Open& b) {
-    closed.emplace_back(b.first_step, std::move(b.indices));
-    b.indices.clear();
-    b.bytes = 0;
-    b.limit_index = std::min(b.limit_index + 1, size_limits.size() - 1);
-  };
-  for (std::size_t step = 0; step < tensors.size(); ++step) {
-    const std::size_t i = tensors.size() - 1 - step;  // the last registered first
-    Open& b = open[tensors[i].dtype];
-    if (b.indices.empty()) b.first_step = step;
-    b.indices.push_back(i);
+  std::vector<Open> open;  // one per dtype, in the order the dtypes first appear
+  for (std::size_t i = 0; i < tensors.size(); ++i) {
+    std::size_t k = 0;
+    while (k < open.size() && open[k].dtype != tensors[i].dtype) ++k;
+    if (k == open.size()) open.push_back(Open{tensors[i].dtype, {}, 0, 0});
+    Open& b = open[k];
+    b.indices.push_back(tensor_indices.empty() ? i : tensor_indices[i]);
     b.bytes += tensors[i].nbytes;
-    if (b.bytes >= size_limits[b.limit_index]) close(b);
+    if (b.bytes >= size_limits[b.limit]) {  // reached the cap after adding: close it
+      buckets.push_back(std::move(b.indices));
+      b.indices.clear();
+      b.bytes = 0;
+      if (b.limit + 1 < size_limits.size()) ++b.limit;  // the last cap repeats
+    }
   }
-  for (auto& entry : open)
-    if (!entry.second.indices.empty()) close(entry.second);
-  std::sort(closed.begin(), closed.end(),
-            [](const auto& x, const auto& y) { return x.first < y.first; });
-  std::vector<std::vector<std::size_t>> buckets;
-  for (auto& c : closed) buckets.push_back(std::move(c.second));
-  return buckets;
+  for (Open& b : open)
+    if (!b.indices.empty()) buckets.push_back(std::move(b.indices));
+  if (tensor_indices.empty()) {
+    // Launch order follows the registration order: bucket of the smallest index first.
+    auto smallest = [](const std::vector<std::size_t>& v) {
+      std::size_t m = v[0];
+      for (std::size_t x : v) m = x < m ? x : m;
+      return m;
+    };
+    std::stable_sort(buckets.begin(), buckets.end(),
+                     [&](const auto& a, const auto& b) { return smallest(a) < smallest(b); });
+  }
   // TODO(task1) END
+  return buckets;
 }
 
-}  // namespace mgpu::lesson05
+}  // namespace mgpu::parallel

@@ -1,53 +1,47 @@
-// Lesson 05, task 4: DistributedSampler, each rank's share of a dataset.
+// Lesson 05, task 5: DistributedSampler, each rank's share of a dataset
+// (mgpu/parallel/distributed_sampler.h; the constructor is in common/src/parallel/).
 #include <numeric>
+#include <vector>
 
-#include "ddp_lesson.h"
+#include "mgpu/data/sampler.h"  // data::shuffled_indices(n, seed, epoch)
 #include "mgpu/error.h"
+#include "mgpu/parallel/distributed_sampler.h"
 
-namespace mgpu::lesson05 {
-
-DistributedSampler::DistributedSampler(std::int64_t dataset_size, int num_replicas, int rank,
-                                       bool shuffle, std::uint64_t seed, bool drop_last)
-    : dataset_size_(dataset_size), num_replicas_(num_replicas), rank_(rank), shuffle_(shuffle),
-      seed_(seed), drop_last_(drop_last) {
-  MGPU_CHECK(dataset_size >= 0, "DistributedSampler: dataset_size = ", dataset_size);
-  MGPU_CHECK(num_replicas >= 1, "DistributedSampler: num_replicas = ", num_replicas,
-             " (pass the world size)");
-  MGPU_CHECK(rank >= 0 && rank < num_replicas, "DistributedSampler: rank ", rank,
-             " is outside [0, ", num_replicas, ")");
-}
+namespace mgpu::parallel {
 
 std::int64_t DistributedSampler::num_samples() const {
   const std::int64_t n = dataset_size_, w = num_replicas_;
-  // TODO(task4) BEGIN: ceil(N / W), or floor(N / W) with drop_last when W does not divide N
+  // TODO(task5) BEGIN: ceil(N / W), or floor(N / W) with drop_last when W does not divide N
   // (1 line).
   return (drop_last_ && n % w != 0) ? n / w : (n + w - 1) / w;
-  // TODO(task4) END
+  // TODO(task5) END
 }
 
-std::vector<std::int64_t> DistributedSampler::indices(std::int64_t epoch) const {
+std::vector<std::int64_t> DistributedSampler::indices() const {
   const std::int64_t n = dataset_size_, w = num_replicas_;
-  // TODO(task4) BEGIN: the order (shuffled by data::shuffled_indices(n, seed_, epoch) or
-  // 0..n-1), padded with its head or cut to w * num_samples(), then every w-th entry from
-  // rank_ (about 15 lines).
-  const std::int64_t total = w * num_samples();
+  if (n == 0) return {};
+  // TODO(task5) BEGIN: the same order on every rank (shuffled for epoch_, or 0..n-1), made
+  // exactly total_size() long (padded with its own head, or cut), then this rank's every
+  // w-th entry (about 15 lines).
+  // Step 1) the same order on every rank: a permutation that depends on (seed, epoch) only.
   std::vector<std::int64_t> order(static_cast<std::size_t>(n));
   if (shuffle_) {
-    order = data::shuffled_indices(n, seed_, epoch);
+    order = data::shuffled_indices(n, seed_, epoch_);
   } else {
     std::iota(order.begin(), order.end(), std::int64_t{0});
   }
-  if (n == 0) return {};
+  // Step 2) exactly total_size() entries: cut the tail, or pad by repeating the head.
+  const std::int64_t total = total_size();
   if (total <= n) {
-    order.resize(static_cast<std::size_t>(total));  // drop_last: cut the tail
+    order.resize(static_cast<std::size_t>(total));
   } else {
-    for (std::int64_t i = n; i < total; ++i)  // pad by repeating the head
-      order.push_back(order[static_cast<std::size_t>(i % n)]);
+    for (std::int64_t i = n; i < total; ++i) order.push_back(order[static_cast<std::size_t>(i % n)]);
   }
+  // Step 3) this rank's positions: rank, rank + W, ...
   std::vector<std::int64_t> mine;
   for (std::int64_t i = rank_; i < total; i += w) mine.push_back(order[static_cast<std::size_t>(i)]);
   return mine;
-  // TODO(task4) END
+  // TODO(task5) END
 }
 
-}  // namespace mgpu::lesson05
+}  // namespace mgpu::parallel

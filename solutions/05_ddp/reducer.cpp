@@ -1,39 +1,47 @@
-// Lesson 05, tasks 2 and 3: the grad-ready hook with in-order bucket launch, and the end of
-// the reduction. The rest of the Reducer (buckets, views, comm hooks) is the library's:
-// mgpu/parallel/reducer.h.
-#include "ddp_lesson.h"
-#include "mgpu/ops.h"
+// Lesson 05, tasks 2-4: the three methods of the Reducer (mgpu/parallel/reducer.h) that make
+// DDP's algorithm. Everything they call is in common/src/parallel/reducer.cpp.
+#include <vector>
 
-namespace mgpu::lesson05 {
+#include "mgpu/ops.h"  // cast_(dst, src): copy with dtype conversion; scale_(t, alpha)
+#include "mgpu/parallel/reducer.h"
 
+namespace mgpu::parallel {
+
+// Task 2: the grad-ready hook of variable v (the Reducer calls it once per backward, the
+// moment v's gradient is final, while the hooks are armed).
 void Reducer::mark_variable_ready(std::size_t v) {
-  if (!expect_hooks_) return;  // under no_sync(): gradients only accumulate in param.grad
-  MGPU_CHECK(!variable_ready_[v], "DistributedDataParallel: parameter '", params_[v]->name(),
-             "' became ready twice in one backward (its module ran twice in forward?)");
-  // TODO(task2) BEGIN: mark v ready; copy its gradient divided by world_size_ into
-  // bucket_view(v); count its bucket down; when the bucket is complete, launch every
-  // complete bucket from next_bucket_ on, in index order (about 10 lines).
+  // TODO(task2) BEGIN: mark v ready and put its gradient into bucket_view(v), divided by
+  // world_size_ unless a comm hook is registered (has_comm_hook()); with
+  // gradient_as_bucket_view the grad already is that view. Count its bucket down; when it
+  // is complete, launch_bucket() every complete bucket from next_bucket_ on, in index
+  // order, never skipping one (about 12 lines).
   variable_ready_[v] = 1;
-  // The gradient, pre-divided by the world size, into its slot: the all-reduce's sum of
-  // these slots is then the average over ranks.
-  Tensor view = bucket_view(v);
-  cast_(view, params_[v]->grad);
-  scale_(view, 1.0 / world_size_);
+  // Step 1) the gradient into its slot of the bucket. Without a hook, divided on the way,
+  // so that the all-reduce's sum of the slots is the average over ranks.
+  Tensor slot = bucket_view(v);
+  const Tensor& grad = params_[v]->grad;
+  if (!grad.shares_storage(slot)) cast_(slot, grad);  // gradient_as_bucket_view: already there
+  if (!has_comm_hook()) scale_(slot, 1.0 / world_size_);
+  // Step 2) one gradient fewer to wait for...
   Bucket& bucket = buckets_[locators_[v].bucket];
   if (--bucket.pending > 0) return;
-  // Launch in index order only: all ranks must issue the same all-reduces in the same order.
+  // Step 3) ...and launch in index order only: every rank must issue the same all-reduces
+  // in the same order, whatever order its gradients arrived in.
   while (next_bucket_ < buckets_.size() && buckets_[next_bucket_].pending == 0) {
     launch_bucket(next_bucket_++);
   }
   // TODO(task2) END
 }
 
+// Task 3: the end of the reduction, once the module's backward has returned.
 void Reducer::finalize_backward() {
   if (!expect_hooks_) return;  // under no_sync(): nothing to reduce
-  // TODO(task3) BEGIN: (1) with options_.find_unused_parameters, mark every parameter that is
-  // not ready yet ready; (2) if some bucket was never launched, record_unfinished_reduction();
-  // (3) otherwise wait for each bucket in order and copy bucket_view(v) back into the grad of
-  // each of its parameters that some rank used (sync_used_variables()) (about 15 lines).
+  // TODO(task3) BEGIN: (1) with options_.find_unused_parameters, mark every parameter that
+  // is not ready yet ready; (2) if a bucket was never launched, record_unfinished_reduction()
+  // and stop; (3) otherwise wait_bucket() each bucket in order and copy bucket_view(v) back
+  // into params_[v]->grad with cast_ (mgpu/ops.h) for every parameter some rank used
+  // (sync_used_variables(), a collective, only with find_unused_parameters); a grad that
+  // already is its bucket view needs no copy (about 15 lines).
   if (options_.find_unused_parameters) {
     for (std::size_t v = 0; v < params_.size(); ++v)
       if (!variable_ready_[v]) mark_variable_ready(v);
@@ -48,8 +56,9 @@ void Reducer::finalize_backward() {
       wait_bucket(b);
       for (std::size_t v : buckets_[b].variables) {
         if (!used[v]) continue;  // no rank used it: leave its gradient untouched
-        Tensor averaged = bucket_view(v);
-        cast_(params_[v]->grad, averaged);
+        const Tensor averaged = bucket_view(v);
+        Tensor& grad = params_[v]->grad;
+        if (!grad.shares_storage(averaged)) cast_(grad, averaged);
       }
     }
   }
@@ -57,26 +66,31 @@ void Reducer::finalize_backward() {
   expect_hooks_ = false;
 }
 
-namespace {
-
-// Your pieces, plugged into the library's DDP.
-parallel::DDPOptions with_lesson_pieces(parallel::DDPOptions options) {
-  options.assign_buckets = compute_bucket_assignment_by_size;
-  options.make_reducer = [](std::vector<nn::Parameter*> params,
-                            std::vector<std::vector<std::size_t>> buckets,
-                            dist::ProcessGroup& group, parallel::ReducerOptions ro) {
-    return std::unique_ptr<parallel::Reducer>(
-        new Reducer(std::move(params), std::move(buckets), group, ro));
-  };
-  return options;
+// Task 4: once, before the second forward, the buckets in the order the gradients arrived.
+bool Reducer::rebuild_buckets() {
+  ensure_prior_reduction_finished();
+  // PyTorch's rule: rebuild once, never with find_unused_parameters (the order may change
+  // from step to step), and only after a synchronized backward recorded every gradient.
+  if (options_.find_unused_parameters || has_rebuilt_buckets_ ||
+      grad_ready_order_.size() != params_.size())
+    return false;
+  // TODO(task4) BEGIN: the buckets of compute_bucket_assignment_by_size over the
+  // parameters in grad_ready_order_ (grad_spec(v) each; the indices are the variables
+  // themselves) with the caps {first_bucket_cap_bytes, bucket_cap_bytes} of options_;
+  // then every rank adopts rank 0's (sync_bucket_indices) and initialize_buckets() them
+  // (about 6 lines).
+  std::vector<GradSpec> specs;
+  for (std::size_t v : grad_ready_order_) specs.push_back(grad_spec(v));
+  std::vector<std::vector<std::size_t>> buckets = compute_bucket_assignment_by_size(
+      specs, {options_.first_bucket_cap_bytes, options_.bucket_cap_bytes}, grad_ready_order_);
+  // Ranks may have seen different orders (threads, timing): all take rank 0's buckets.
+  sync_bucket_indices(buckets);
+  initialize_buckets(std::move(buckets));
+  // TODO(task4) END
+  rebuilt_from_order_ = grad_ready_order_;
+  grad_ready_order_.clear();
+  has_rebuilt_buckets_ = true;
+  return true;
 }
 
-}  // namespace
-
-DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> module,
-                                                 dist::ProcessGroup& group,
-                                                 parallel::DDPOptions options)
-    : parallel::DistributedDataParallel(std::move(module), group,
-                                        with_lesson_pieces(std::move(options))) {}
-
-}  // namespace mgpu::lesson05
+}  // namespace mgpu::parallel

@@ -4,6 +4,7 @@
 
 #include "gpu.h"
 #include "mgpu/allocator.h"
+#include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 
 using namespace lesson02_test;
@@ -237,4 +238,64 @@ TEST_CASE("task4: DataParallel on cuda:0,cuda:1 matches one CPU device", "[02_da
   loss.forward(out, labels.to(gpus[0]));
   dp.backward(loss.backward());
   check_grads_match(*model, ref, 1e-10);
+}
+
+namespace {
+
+// A model that returns a scalar per call: the mean of a Linear layer's outputs (a replica
+// computing its own loss, the common reason for 0-d outputs under DataParallel).
+class MeanOfLinear : public nn::Module {
+ public:
+  MeanOfLinear() { register_module("fc", std::make_shared<nn::Linear>(6, 3)); }
+  Tensor forward(const Tensor& x) override {
+    Tensor y = child_at(0)->forward(x);
+    if (is_training()) out_shape_ = y.shape();
+    return mgpu::mean(y);
+  }
+  Tensor backward(const Tensor& g) override {
+    const double each = g.item() / static_cast<double>(mgpu::shape_numel(out_shape_));
+    return child_at(0)->backward(Tensor::full(out_shape_, each, g.dtype(), g.device()));
+  }
+  std::shared_ptr<nn::Module> clone() const override {
+    return std::shared_ptr<nn::Module>(new MeanOfLinear(*this));
+  }
+  std::string describe() const override { return "MeanOfLinear"; }
+
+ protected:
+  MeanOfLinear(const MeanOfLinear&) = default;
+
+ private:
+  Shape out_shape_;
+};
+
+}  // namespace
+
+TEST_CASE("DataParallel of a model with a 0-d output: one value per replica, and backward "
+          "through that vector",
+          "[02_data_parallel]") {
+  nn::manual_seed(43);
+  auto model = std::make_shared<MeanOfLinear>();
+  model->to(DType::f64);
+  auto ref = std::shared_ptr<nn::Module>(model->clone());
+  const Tensor x = random_tensor({6, 6}, 44);
+  l02::DataParallel dp(model, cpus(3));
+  dp.zero_grad();
+  const Tensor per_replica = dp.forward(x);
+  REQUIRE(per_replica.shape() == Shape{3});
+  // Each value is its replica's mean over its own 2 rows.
+  for (int i = 0; i < 3; ++i) {
+    nn::Module& m = *ref;
+    m.eval();
+    const double want = m.forward(x.slice(2 * i, 2 * i + 2)).item();
+    CHECK(std::fabs(per_replica.to_vector<double>()[static_cast<std::size_t>(i)] - want) < 1e-12);
+  }
+  // d(mean of the three)/d(each) = 1/3: the same gradient as the mean over all 6 rows.
+  dp.backward(Tensor::full({3}, 1.0 / 3, DType::f64));
+  ref->train();
+  ref->zero_grad();
+  ref->forward(x);
+  ref->backward(Tensor::full({}, 1.0, DType::f64));
+  const auto got = model->parameters(), want = ref->parameters();
+  for (std::size_t j = 0; j < got.size(); ++j)
+    CHECK(max_rel_diff(got[j]->grad, want[j]->grad) < 1e-12);
 }

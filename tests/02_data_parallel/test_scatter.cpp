@@ -1,4 +1,4 @@
-// Lesson 02, task 1: chunk sizes and scatter (and the given gather, its inverse).
+// Lesson 02, task 1: chunk sizes, scatter and its inverse, gather.
 #include "helpers.h"
 
 using namespace lesson02_test;
@@ -73,7 +73,7 @@ TEST_CASE("task1: scatter of a small batch uses only the first devices", "[02_da
   CHECK(back.to_vector<double>() == x.to_vector<double>());
 }
 
-TEST_CASE("gather concatenates along dimension 0 and checks the parts", "[02_data_parallel]") {
+TEST_CASE("task1: gather concatenates along dimension 0 and checks the parts", "[02_data_parallel][task1][points:2]") {
   const Tensor a = random_tensor({2, 3}, 3), b = random_tensor({1, 3}, 4, DType::f64, Device::cpu(1));
   l02::Traffic traffic;
   const Tensor g = l02::gather({a, b}, Device::cpu(0), &traffic);
@@ -81,4 +81,23 @@ TEST_CASE("gather concatenates along dimension 0 and checks the parts", "[02_dat
   CHECK(traffic.bytes(l02::Phase::gather) == 3 * sizeof(double));
   const Tensor wrong = random_tensor({1, 4}, 5);
   CHECK(contains(error_of([&] { l02::gather({a, wrong}, Device::cpu(0)); }), "only dimension 0"));
+}
+
+TEST_CASE("task1: gathering 0-d parts (a scalar per replica) gives one value per replica, as "
+          "PyTorch's gather does",
+          "[02_data_parallel][task1][points:2]") {
+  const Tensor a = Tensor::full({}, 1.5, DType::f64, Device::cpu(1));
+  const Tensor b = Tensor::full({}, -2.0, DType::f64, Device::cpu(2));
+  const Tensor c = Tensor::full({}, 4.0, DType::f64, Device::cpu(3));
+  l02::Traffic traffic;
+  const Tensor g = l02::gather({a, b, c}, Device::cpu(0), &traffic);
+  CHECK(g.shape() == Shape{3});
+  CHECK(g.device() == Device::cpu(0));
+  CHECK(g.to_vector<double>() == std::vector<double>{1.5, -2.0, 4.0});
+  CHECK(traffic.bytes(l02::Phase::gather) == 3 * sizeof(double));
+  // A single replica's scalar is a vector of one value too.
+  CHECK(l02::gather({a}, Device::cpu(0)).shape() == Shape{1});
+  // Scalars and tensors do not mix.
+  const Tensor row = random_tensor({1}, 6);
+  CHECK(contains(error_of([&] { l02::gather({a, row}, Device::cpu(0)); }), "scalars"));
 }

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "mgpu/dist/dist.h"
+#include "mgpu/optim/sgd.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/tensor.h"
@@ -82,9 +83,35 @@ class TrapNet : public nn::Module {
   bool with_unused_;
 };
 
-/// Byte sizes {100, 100} put TrapNet's head, unused and fc1 in three buckets (in that
-/// order), so launch order and unused parameters matter.
 inline double bytes_to_mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+/// Two Linear 6->3 branches whose outputs are added: y = a(x) + b(x). Backward runs the
+/// branches in the order `a_first` says, so ranks can see their gradients become ready in
+/// different orders (as threads or data-dependent layers make them in real models).
+class TwoBranch : public nn::Module {
+ public:
+  explicit TwoBranch(bool a_first) : a_first_(a_first) {
+    register_module("a", std::make_shared<nn::Linear>(6, 3));
+    register_module("b", std::make_shared<nn::Linear>(6, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    return mgpu::add(child_at(0)->forward(x), child_at(1)->forward(x));
+  }
+  Tensor backward(const Tensor& g) override {
+    Tensor first = child_at(a_first_ ? 0 : 1)->backward(g);
+    return mgpu::add(first, child_at(a_first_ ? 1 : 0)->backward(g));
+  }
+  std::shared_ptr<nn::Module> clone() const override {
+    return std::shared_ptr<nn::Module>(new TwoBranch(*this));
+  }
+  std::string describe() const override { return "TwoBranch"; }
+
+ protected:
+  TwoBranch(const TwoBranch&) = default;
+
+ private:
+  bool a_first_;
+};
 
 /// The test data set: N samples of 6 features and labels in {0, 1, 2}, the same on every rank.
 struct ToyData {
@@ -132,6 +159,7 @@ class CountingGroup : public dist::ProcessGroup {
   dist::Work all_reduce(const Tensor& t, dist::ReduceOp op) override {
     ++collectives;
     all_reduce_numels.push_back(t.numel());
+    all_reduce_inputs.push_back(t.to(Device::cpu()).to_vector<double>());  // as sent
     return inner_.all_reduce(t, op);
   }
   dist::Work broadcast(const Tensor& t, int root) override {
@@ -162,10 +190,12 @@ class CountingGroup : public dist::ProcessGroup {
   void reset() {
     collectives = 0;
     all_reduce_numels.clear();
+    all_reduce_inputs.clear();
   }
 
   int collectives = 0;
   std::vector<std::int64_t> all_reduce_numels;
+  std::vector<std::vector<double>> all_reduce_inputs;  ///< each all_reduce's tensor, as issued
 
  private:
   dist::ProcessGroup& inner_;

@@ -56,6 +56,7 @@ void WorkState::finish(std::exception_ptr e) {
     std::lock_guard<std::mutex> lock(mutex);
     error = e;
     done = true;
+    finished_at = std::chrono::steady_clock::now();
   }
   cv.notify_all();
 }

@@ -46,6 +46,8 @@ struct WorkState {
   std::mutex mutex;
   std::condition_variable cv;
   bool done = false;
+  /// When finish() ran: read by Work::completion_time_s (traces of overlap).
+  std::chrono::steady_clock::time_point finished_at;
   std::exception_ptr error;
   /// Runs (on the waiting thread) before wait() blocks and in is_completed(): the nccl
   /// backend launches held-back sends and receives here. Empty for most ops.

@@ -26,6 +26,13 @@ bool Work::is_success() const {
   return state_->done && !state_->error;
 }
 
+double Work::completion_time_s() const {
+  if (!state_) return 0;
+  std::lock_guard<std::mutex> lock(state_->mutex);
+  if (!state_->done) return 0;
+  return std::chrono::duration<double>(state_->finished_at.time_since_epoch()).count();
+}
+
 std::string Work::describe() const { return state_ ? state_->what : "completed no-op"; }
 
 void wait_all(const std::vector<Work>& works) {

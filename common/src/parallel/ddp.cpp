@@ -1,7 +1,9 @@
 // DistributedDataParallel: construction checks, the broadcast from rank 0, forward/backward.
 #include "mgpu/parallel/ddp.h"
 
+#include <algorithm>
 #include <cmath>
+#include <cstdint>
 #include <cstdio>
 #include <limits>
 #include <sstream>
@@ -39,20 +41,29 @@ DistributedDataParallel::DistributedDataParallel(std::shared_ptr<nn::Module> mod
     params.push_back(p);
     specs.push_back(GradSpec{p->value.nbytes(), p->value.dtype()});
   }
-  // Step 3) buckets, then the reducer that fills and launches them.
-  const std::vector<std::size_t> limits =
-      bucket_size_limits(mib_to_bytes(options_.first_bucket_cap_mb, "first_bucket_cap_mb"),
-                         mib_to_bytes(options_.bucket_cap_mb, "bucket_cap_mb"));
-  std::vector<std::vector<std::size_t>> buckets =
-      options_.assign_buckets ? options_.assign_buckets(specs, limits)
-                              : compute_bucket_assignment_by_size(specs, limits);
+  // Step 3) the caps, as PyTorch sets them: 1 MiB for the first bucket only when the user
+  // left bucket_cap_mb alone.
   ReducerOptions ro;
   ro.find_unused_parameters = options_.find_unused_parameters;
-  ro.record_timings = options_.record_timings;
-  reducer_ = options_.make_reducer
-                 ? options_.make_reducer(std::move(params), std::move(buckets), group_, ro)
-                 : std::make_unique<Reducer>(std::move(params), std::move(buckets), group_, ro);
-  MGPU_CHECK(reducer_ != nullptr, "DistributedDataParallel: make_reducer returned null");
+  ro.gradient_as_bucket_view = options_.gradient_as_bucket_view;
+  if (options_.bucket_cap_mb) {
+    ro.bucket_cap_bytes = mib_to_bytes(*options_.bucket_cap_mb, "bucket_cap_mb");
+    ro.first_bucket_cap_bytes = ro.bucket_cap_bytes;
+  }
+  // Step 4) the first buckets, from the registration order. Without find_unused_parameters
+  // one bucket per dtype: the real order is not known yet, and the first backward records
+  // it for the rebuild. With it, buckets by size, never rebuilt.
+  const std::vector<std::size_t> limits =
+      !options_.find_unused_parameters ? std::vector<std::size_t>{SIZE_MAX}
+      : options_.bucket_cap_mb        ? std::vector<std::size_t>{ro.bucket_cap_bytes}
+                                      : std::vector<std::size_t>{ro.first_bucket_cap_bytes,
+                                                                 ro.bucket_cap_bytes};
+  std::vector<std::vector<std::size_t>> buckets =
+      specs.empty() ? std::vector<std::vector<std::size_t>>{}
+                    : compute_bucket_assignment_by_size(specs, limits);
+  // Backward produces the last layers' gradients first: launch their buckets first.
+  std::reverse(buckets.begin(), buckets.end());
+  reducer_ = std::make_unique<Reducer>(std::move(params), std::move(buckets), group_, ro);
 
   register_module("module", module_);
   train(module_->is_training());
@@ -63,12 +74,17 @@ DistributedDataParallel::~DistributedDataParallel() = default;
 Tensor DistributedDataParallel::forward(const Tensor& x) {
   timeline_ = StepTimeline{};
   timeline_.forward_begin = clock_s();
-  // Step 1) the hooks: armed only when this forward's backward will synchronize.
-  if (is_training() && require_grad_sync_) {
-    reducer_->prepare_for_backward();
-    timeline_.synchronized = true;
+  if (is_training()) {
+    // Step 1) once, after the first synchronized backward: buckets in the order the
+    // gradients arrived (a collective; every rank does it in the same forward).
+    timeline_.rebuilt_buckets = reducer_->rebuild_buckets();
+    // Step 2) the hooks: armed only when this forward's backward will synchronize.
+    if (require_grad_sync_) {
+      reducer_->prepare_for_backward();
+      timeline_.synchronized = true;
+    }
   }
-  // Step 2) rank 0's buffers (BatchNorm statistics) before the forward, as PyTorch does.
+  // Step 3) rank 0's buffers (BatchNorm statistics) before the forward, as PyTorch does.
   if (options_.broadcast_buffers && group_.size() > 1) broadcast_buffers(*module_, group_, 0);
   Tensor y = module_->forward(x);
   timeline_.forward_end = clock_s();
@@ -82,7 +98,6 @@ Tensor DistributedDataParallel::backward(const Tensor& grad_out) {
   timeline_.backward_end = clock_s();
   reducer_->finalize_backward();
   timeline_.reduce_end = clock_s();
-  timeline_.buckets = reducer_->timings();
   return grad_in;
 }
 

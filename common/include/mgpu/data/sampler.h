@@ -16,7 +16,9 @@ std::vector<std::int64_t> shuffled_indices(std::int64_t n, std::uint64_t seed, s
 class Sampler {
  public:
   virtual ~Sampler() = default;
-  /// The indices to visit in epoch `epoch`, in order.
+  /// The indices to visit, in order, when a DataLoader starts its epoch `epoch` (the
+  /// loader's own count). RandomSampler reshuffles by it, as PyTorch's draws a new order
+  /// each epoch; DistributedSampler ignores it and follows its set_epoch(), as PyTorch's does.
   virtual std::vector<std::int64_t> indices(std::int64_t epoch) const = 0;
 };
 

@@ -32,6 +32,10 @@ class Work {
   bool is_completed() const;
   /// True once the op has finished without error.
   bool is_success() const;
+  /// When the op finished, in seconds of std::chrono::steady_clock (its time_since_epoch):
+  /// the moment the communication thread completed it, however late the caller waits.
+  /// 0 while it runs, and for a default-constructed Work.
+  double completion_time_s() const;
   /// "all_reduce #3 f32[1000] (mpi)": which op this is, for messages.
   std::string describe() const;
 

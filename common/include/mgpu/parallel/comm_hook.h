@@ -3,12 +3,12 @@
 ///
 /// The Reducer hands each full bucket to a hook; the hook starts the communication and
 /// returns a CommFuture; finalize_backward() waits for it, then copies the bucket back into
-/// the gradients. The default hook all-reduces the bucket; fp16_compress_hook halves the
-/// bytes on the wire by sending the bucket as f16.
-///
-/// Where we differ from PyTorch: the Reducer always divides gradients by the world size as
-/// it copies them into the bucket (pre-division), with or without a hook, so a hook only
-/// sums. (PyTorch leaves the division to a registered hook.)
+/// the gradients. Without a registered hook the Reducer divides each gradient by the world
+/// size as it copies it into the bucket and all-reduces (sums) the bucket itself. With a
+/// registered hook it does not divide: the hook gets the local sum of the gradients and
+/// decides (PyTorch's Note [DDP Communication Hook], torch/csrc/distributed/c10d/reducer.cpp).
+/// The two built-in hooks divide themselves, before the all-reduce, as PyTorch's
+/// default_hooks.py does ("to avoid overflow, especially for FP16").
 #pragma once
 
 #include <cstddef>
@@ -22,11 +22,11 @@
 
 namespace mgpu::parallel {
 
-/// What a hook sees: one bucket, already holding every gradient of its parameters divided
-/// by the world size. PyTorch's dist.GradBucket.
+/// What a hook sees: one bucket (PyTorch's dist.GradBucket).
 struct GradBucket {
   std::size_t index = 0;  ///< the bucket's index (launch order)
-  /// The flat bucket: the gradients one after another. The hook's result must end up here.
+  /// The flat bucket: the gradients one after another, not divided by the world size. The
+  /// hook's result (normally the average over ranks) must end up here.
   Tensor buffer;
   /// The parameters' names, in bucket order (for hooks that treat some specially).
   std::vector<std::string> parameter_names;
@@ -35,7 +35,7 @@ struct GradBucket {
 };
 
 /// The hook's communication in flight. wait() blocks until the bucket buffer holds the
-/// reduced result (then() runs the finishing step, e.g. decompression, on the waiting thread).
+/// result (then() runs the finishing step, e.g. decompression, on the waiting thread).
 struct CommFuture {
   dist::Work work;             ///< the collective in flight
   std::function<void()> then;  ///< runs once after it completes (may be empty)
@@ -43,8 +43,9 @@ struct CommFuture {
   void wait() {
     work.wait();
     if (then) {
-      then();
+      auto finish = std::move(then);
       then = nullptr;
+      finish();
     }
   }
   /// True once the collective has finished (`then` may still be pending). Never blocks.
@@ -54,11 +55,12 @@ struct CommFuture {
 /// A communication hook: starts the reduction of one bucket over the group's ranks.
 using CommHook = std::function<CommFuture(dist::ProcessGroup&, GradBucket&)>;
 
-/// The default: all-reduce (sum) the bucket in place; the gradients were pre-divided, so the
-/// sum is the average.
+/// PyTorch's allreduce_hook: divides the bucket by the world size, then all-reduces (sums)
+/// it in place. The result equals DDP without a hook.
 CommFuture allreduce_hook(dist::ProcessGroup& group, GradBucket& bucket);
-/// Casts the bucket to f16, all-reduces that, and casts the sum back into the bucket: half
-/// the bytes, at the price of f16 rounding (about 3 decimal digits) of every gradient.
+/// PyTorch's fp16_compress_hook: casts the bucket to f16, divides it by the world size,
+/// all-reduces that and casts the sum back into the bucket: half the bytes on the wire, at
+/// the price of f16 rounding (about 3 decimal digits) of every gradient.
 CommFuture fp16_compress_hook(dist::ProcessGroup& group, GradBucket& bucket);
 
 }  // namespace mgpu::parallel

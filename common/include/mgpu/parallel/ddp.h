@@ -14,50 +14,42 @@
 ///     ddp.backward(loss.backward());                // gradients averaged over ranks
 ///     optimizer.step();
 ///
+/// Buckets, as in PyTorch (torch/nn/parallel/distributed.py): with find_unused_parameters
+/// off the first iteration runs with one bucket per dtype and records the order in which
+/// gradients become ready; the second forward rebuilds the buckets once, in that order
+/// (rank 0's), with the caps below. With find_unused_parameters the buckets are built at
+/// construction from the registration order, reversed, and never rebuilt.
+///
 /// Where we differ from PyTorch: there is no autograd graph, so DDP has a backward() that
-/// runs the wrapped module's backward and then finishes the reduction; unused parameters
-/// are found at the end of backward, not after forward; buckets keep the order computed
-/// at construction (PyTorch rebuilds them once, in the order gradients arrived in the
-/// first step).
+/// runs the wrapped module's backward and then finishes the reduction, and unused
+/// parameters are found at the end of backward, not after forward.
 #pragma once
 
 #include <cstddef>
-#include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/bucket_assignment.h"
 #include "mgpu/parallel/comm_hook.h"
 #include "mgpu/parallel/reducer.h"
 
 namespace mgpu::parallel {
 
-/// The bucket assignment function DDP uses (compute_bucket_assignment_by_size's signature).
-using BucketAssignFn = std::function<std::vector<std::vector<std::size_t>>(
-    const std::vector<GradSpec>&, const std::vector<std::size_t>&)>;
-/// Builds the Reducer DDP uses.
-using ReducerFactory = std::function<std::unique_ptr<Reducer>(
-    std::vector<nn::Parameter*>, std::vector<std::vector<std::size_t>>, dist::ProcessGroup&,
-    ReducerOptions)>;
-
 /// How DistributedDataParallel behaves (PyTorch's constructor arguments).
 struct DDPOptions {
-  /// Cap of every bucket but the first, in MiB (PyTorch's bucket_cap_mb).
-  double bucket_cap_mb = 25.0;
-  /// Cap of the first bucket, in MiB (PyTorch: 1 MiB, fixed), so communication starts early.
-  double first_bucket_cap_mb = 1.0;
+  /// Cap of a bucket in MiB (PyTorch's bucket_cap_mb). Not given: 25 MiB, and the first
+  /// bucket of each dtype 1 MiB so that the first all-reduce starts early. Given: every
+  /// bucket, the first included, has this cap.
+  std::optional<double> bucket_cap_mb;
   /// Broadcast rank 0's buffers (BatchNorm running statistics) before every forward.
   bool broadcast_buffers = true;
   /// See ReducerOptions::find_unused_parameters.
   bool find_unused_parameters = false;
-  /// See ReducerOptions::record_timings (exact all-reduce times in last_step()).
-  bool record_timings = false;
-  /// Lesson 05 plugs in its own pieces here; empty means the library's own.
-  BucketAssignFn assign_buckets;  ///< default: compute_bucket_assignment_by_size
-  ReducerFactory make_reducer;    ///< default: a parallel::Reducer
+  /// See ReducerOptions::gradient_as_bucket_view.
+  bool gradient_as_bucket_view = false;
 };
 
 /// When the phases of the last step happened (clock_s() seconds), for traces and benches.
@@ -68,7 +60,7 @@ struct StepTimeline {
   double backward_end = 0;   ///< the wrapped module's backward returned
   double reduce_end = 0;     ///< finalize_backward returned: gradients averaged
   bool synchronized = false; ///< false under no_sync()
-  std::vector<BucketTiming> buckets;  ///< each launched bucket's communication
+  bool rebuilt_buckets = false;  ///< this step's forward rebuilt the buckets
 };
 
 /// Wraps a model so that its gradients are averaged across all ranks during backward.
@@ -82,8 +74,9 @@ class DistributedDataParallel : public nn::Module {
                           DDPOptions options = {});
   ~DistributedDataParallel() override;
 
-  /// Broadcasts buffers (if enabled), arms the reducer (unless under no_sync or in eval
-  /// mode), runs the module's forward.
+  /// Rebuilds the buckets once (second training forward), broadcasts buffers (if
+  /// enabled), arms the reducer (unless under no_sync or in eval mode), runs the module's
+  /// forward.
   Tensor forward(const Tensor& x) override;
   /// The module's backward, then the end of the reduction: waits for every bucket and
   /// writes the averaged gradients into param.grad.
@@ -102,7 +95,8 @@ class DistributedDataParallel : public nn::Module {
   /// The options it was built with.
   const DDPOptions& options() const { return options_; }
 
-  /// Replaces the default all-reduce of each bucket (e.g. fp16_compress_hook).
+  /// Replaces the built-in all-reduce of each bucket (e.g. fp16_compress_hook); once only.
+  /// See Reducer::register_comm_hook.
   void register_comm_hook(CommHook hook) { reducer_->register_comm_hook(std::move(hook)); }
   /// Buffers <- rank 0's now (e.g. before evaluating: each rank's BatchNorm statistics
   /// moved with its own last batch). A collective.
@@ -134,7 +128,7 @@ class DistributedDataParallel : public nn::Module {
   /// See NoSyncGuard.
   NoSyncGuard no_sync() { return NoSyncGuard(*this); }
 
-  /// One line per bucket: index, parameters, size. For programs to print.
+  /// One line per bucket: index, size, parameters in bucket order. For programs to print.
   std::string bucket_summary();
   /// The phases of the last forward/backward.
   const StepTimeline& last_step() const { return timeline_; }

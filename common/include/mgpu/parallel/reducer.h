@@ -3,58 +3,52 @@
 ///
 /// The life of a gradient under DDP:
 ///  1. a layer's backward adds to `param.grad` and fires the parameter's grad-ready hook;
-///  2. the hook (mark_variable_ready) copies the gradient, divided by the world size, into
-///     its slot of a bucket and counts the bucket's pending gradients down;
-///  3. when a bucket's count reaches zero it is launched: its comm hook starts an all-reduce
+///  2. the hook (mark_variable_ready) copies the gradient into its slot of a bucket
+///     (divided by the world size unless a comm hook is registered) and counts the
+///     bucket's pending gradients down;
+///  3. when a bucket's count reaches zero it is launched: the comm hook starts an all-reduce
 ///     on the group's communication thread, and backward goes on computing meanwhile.
 ///     Buckets launch strictly in index order (every rank must issue the same collectives
 ///     in the same order), so a full bucket waits until all buckets before it are launched;
 ///  4. after backward, finalize_backward waits for every bucket and copies the averaged
-///     values back into `param.grad`, where the optimizer finds them.
+///     values back into `param.grad`, where the optimizer finds them;
+///  5. once, before the second forward, rebuild_buckets regroups the buckets in the order
+///     the gradients became ready in the first backward (rank 0's order, on every rank).
 ///
-/// mark_variable_ready and finalize_backward are virtual so that lesson 05 can supply its
-/// own; everything else is shared.
+/// Steps 2, 4 and 5 (mark_variable_ready, finalize_backward, rebuild_buckets) are lesson
+/// 05's tasks 2-4, defined in lessons/05_ddp/reducer.cpp for the learner's build of lesson
+/// 05 and in solutions/05_ddp/reducer.cpp for everything else (the library, mgpu_dep,
+/// compiles that reference in). The rest is common/src/parallel/reducer.cpp.
 #pragma once
 
-#include <condition_variable>
 #include <cstddef>
 #include <cstdint>
-#include <deque>
-#include <mutex>
 #include <string>
-#include <thread>
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/parameter.h"
+#include "mgpu/parallel/bucket_assignment.h"
 #include "mgpu/parallel/comm_hook.h"
+#include "mgpu/parallel/comm_timer.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel {
 
-/// Seconds on a steady clock: the time base of every timing the Reducer and DDP record.
-double clock_s();
-
-/// How a Reducer behaves.
+/// How a Reducer behaves (DistributedDataParallel's options, in bytes).
 struct ReducerOptions {
   /// Parameters whose hook did not fire in a backward are marked ready at its end (and
   /// their gradients left untouched when no rank used them). Costs one extra small
-  /// all-reduce per step. Without it, such a parameter makes the next forward throw.
+  /// all-reduce per step, and the buckets are never rebuilt. Without it, such a parameter
+  /// makes the next forward throw.
   bool find_unused_parameters = false;
-  /// Watch each bucket's communication from a helper thread, so that timings() holds exact
-  /// completion times (for traces and benchmarks). Without it, completion is only checked
-  /// at each grad-ready hook and at the end of backward.
-  bool record_timings = false;
-};
-
-/// One bucket's communication in the last synchronized backward.
-struct BucketTiming {
-  std::size_t bucket = 0;  ///< which bucket
-  std::size_t bytes = 0;   ///< its size
-  double launch_s = 0;  ///< clock_s() when the comm hook was called
-  /// clock_s() when it completed: exact with ReducerOptions::record_timings; otherwise the
-  /// first time it was seen complete (at a grad-ready hook or a wait of finalize_backward).
-  double done_s = 0;
+  /// param.grad becomes a view into its bucket: no gradient-sized copy of the gradients
+  /// exists besides the buckets (PyTorch's gradient_as_bucket_view).
+  bool gradient_as_bucket_view = false;
+  /// Cap of the first bucket of each dtype when the buckets are rebuilt.
+  std::size_t first_bucket_cap_bytes = kDefaultFirstBucketCapBytes;
+  /// Cap of every other bucket when the buckets are rebuilt.
+  std::size_t bucket_cap_bytes = kDefaultBucketCapBytes;
 };
 
 /// Owns the buckets of one DDP model and reduces its gradients across the group's ranks
@@ -63,28 +57,39 @@ class Reducer {
  public:
   /// `params`: the parameters to synchronize (all require grad, all on one device), in
   /// registration order. `bucket_indices`: the buckets as indices into `params`, each
-  /// parameter in exactly one bucket, one dtype per bucket (compute_bucket_assignment_by_size).
-  /// Adds a grad-ready hook to every parameter (removed again by the destructor).
+  /// parameter in exactly one bucket, one dtype per bucket, in launch order. Adds a
+  /// grad-ready hook to every parameter (removed again by the destructor).
   Reducer(std::vector<nn::Parameter*> params, std::vector<std::vector<std::size_t>> bucket_indices,
           dist::ProcessGroup& group, ReducerOptions options = {});
-  virtual ~Reducer();
+  ~Reducer();
   Reducer(const Reducer&) = delete;
   Reducer& operator=(const Reducer&) = delete;
 
-  /// Replaces the default allreduce_hook. Call before the first backward.
+  /// Replaces the built-in all-reduce of each bucket (e.g. fp16_compress_hook). May be
+  /// called once (a second call throws), before a backward. From then on the Reducer no
+  /// longer divides the gradients by the world size: the hook does what it wants with the
+  /// local sum.
   void register_comm_hook(CommHook hook);
+  /// True once register_comm_hook was called.
+  bool has_comm_hook() const { return static_cast<bool>(comm_hook_); }
+  /// Times every bucket launch from now on (nullptr stops). The timer must outlive its use.
+  void set_comm_timer(CommTimer* timer) { comm_timer_ = timer; }
 
+  /// Lesson 05, task 4. Called by DDP's forward before prepare_for_backward: the first
+  /// time after a backward that recorded the gradients' ready order (find_unused_parameters
+  /// off), regroups the buckets in that order, rank 0's order on every rank, and returns
+  /// true; otherwise returns false. Throws first if the previous backward left its
+  /// reduction unfinished. A collective when it rebuilds.
+  bool rebuild_buckets();
   /// Arms the hooks for the coming backward (DDP's forward calls it when gradients will be
   /// synchronized). Throws if the previous backward left its reduction unfinished, naming
   /// the parameters that got no gradient and the fix.
   void prepare_for_backward();
-
-  /// The grad-ready hook of variable `index` (lesson 05, task 2). Does nothing unless
-  /// prepare_for_backward armed the hooks.
-  virtual void mark_variable_ready(std::size_t index);
-  /// Called once the wrapped module's backward has returned (lesson 05, task 3): waits for
+  /// Lesson 05, task 2: the grad-ready hook of variable `index`, while armed.
+  void mark_variable_ready(std::size_t index);
+  /// Lesson 05, task 3: called once the wrapped module's backward has returned: waits for
   /// every bucket and writes the averaged gradients back. Does nothing unless armed.
-  virtual void finalize_backward();
+  void finalize_backward();
 
   // ---- what happened, for tests, traces and printing ------------------------------------
   /// Number of buckets.
@@ -93,13 +98,17 @@ class Reducer {
   const std::vector<std::size_t>& bucket_variables(std::size_t b) const;
   /// Bytes of bucket b's buffer.
   std::size_t bucket_bytes(std::size_t b) const;
+  /// Bucket b's flat buffer (with gradient_as_bucket_view, the grads are views into it).
+  const Tensor& bucket_buffer(std::size_t b) const;
   /// The synchronized parameters ("variables" in c10d), in registration order.
   const std::vector<nn::Parameter*>& variables() const { return params_; }
   /// Buckets launched since the last prepare_for_backward, in launch order.
   const std::vector<std::size_t>& launch_order() const { return launch_order_; }
-  /// Communication timing of each launched bucket since the last prepare_for_backward
-  /// (complete once finalize_backward has returned).
-  std::vector<BucketTiming> timings() const;
+  /// The order in which gradients became ready in the backward the rebuild used (empty
+  /// before the rebuild).
+  const std::vector<std::size_t>& rebuilt_from_order() const { return rebuilt_from_order_; }
+  /// True once rebuild_buckets has regrouped the buckets.
+  bool has_rebuilt_buckets() const { return has_rebuilt_buckets_; }
   /// True between prepare_for_backward and finalize_backward.
   bool armed() const { return expect_hooks_; }
   /// The group the gradients are reduced over.
@@ -107,7 +116,7 @@ class Reducer {
   /// The options it was built with.
   const ReducerOptions& options() const { return options_; }
 
- protected:
+ private:
   /// One bucket: a flat buffer holding several parameters' gradients one after another.
   struct Bucket {
     std::vector<std::size_t> variables;  ///< indices into params_
@@ -122,55 +131,55 @@ class Reducer {
     std::size_t slot = 0;    ///< position among the bucket's variables
   };
 
-  // ---- helpers for mark_variable_ready / finalize_backward --------------------------------
+  // ---- helpers the lesson's methods use (common/src/parallel/reducer.cpp) -----------------
   /// The part of variable v's bucket buffer that holds its gradient, shaped like it (a view:
   /// writing it writes the bucket).
   Tensor bucket_view(std::size_t v) const;
-  /// Starts bucket b's communication through the comm hook; records launch order and time.
+  /// Starts bucket b's communication through the comm hook (or the built-in all-reduce).
   void launch_bucket(std::size_t b);
   /// Blocks until bucket b's communication is complete (and decompressed, for hooks that do).
   void wait_bucket(std::size_t b);
   /// Leaves the reduction unfinished: waits for the launched buckets and remembers the
-  /// parameters that never became ready, so that the next prepare_for_backward throws.
+  /// parameters that never became ready, so that the next forward throws.
   void record_unfinished_reduction();
+  /// Throws (naming the parameters and the fix) if the last backward was left unfinished.
+  void ensure_prior_reduction_finished() const;
   /// For find_unused_parameters: all-reduces (max) the per-variable "my hook fired" flags.
   /// Returns, per variable, whether any rank used it. A collective: every rank calls it.
   std::vector<char> sync_used_variables();
+  /// What compute_bucket_assignment_by_size needs to know about variable v.
+  GradSpec grad_spec(std::size_t v) const;
+  /// Every rank's `bucket_indices` <- rank 0's (broadcasts). A collective.
+  void sync_bucket_indices(std::vector<std::vector<std::size_t>>& bucket_indices);
+  /// (Re)creates the buckets: checks the assignment, allocates the buffers, points the
+  /// grads into them with gradient_as_bucket_view.
+  void initialize_buckets(std::vector<std::vector<std::size_t>> bucket_indices);
+  /// The hook every parameter fires: records use and ready order, then mark_variable_ready.
+  void on_grad_ready(std::size_t v);
 
+  // ---- state the lesson's methods read and write --------------------------------------------
   std::vector<nn::Parameter*> params_;     ///< the synchronized parameters
   std::vector<Bucket> buckets_;            ///< in launch order
   std::vector<Locator> locators_;          ///< per variable
   std::vector<char> variable_ready_;       ///< per variable: gradient final this backward
-  std::vector<char> variable_used_;        ///< per variable: its hook fired this backward
+  std::vector<char> variable_used_;        ///< per variable: its hook fired since the last finalize
   std::size_t next_bucket_ = 0;            ///< the next bucket to launch (index order)
   bool expect_hooks_ = false;              ///< armed by prepare_for_backward
   double world_size_ = 1;                  ///< ranks in the group (the divisor)
   dist::ProcessGroup& group_;              ///< where the all-reduces go
   ReducerOptions options_;                 ///< as constructed
+  CommHook comm_hook_;                     ///< the registered hook; empty: built-in all-reduce
+  /// Variables in the order their gradients became ready, recorded in every synchronized
+  /// backward until the rebuild (find_unused_parameters off); the rebuild consumes it.
+  std::vector<std::size_t> grad_ready_order_;
+  bool has_rebuilt_buckets_ = false;       ///< set by rebuild_buckets, once
 
- private:
-  void on_grad_ready(std::size_t v);
-  void poll_in_flight();
-  void watch_loop();
-
-  CommHook comm_hook_;
+  // ---- bookkeeping ----------------------------------------------------------------------------
+  CommTimer* comm_timer_ = nullptr;
   std::vector<std::size_t> hook_handles_;
   std::vector<std::size_t> launch_order_;
+  std::vector<std::size_t> rebuilt_from_order_;
   std::vector<std::string> unfinished_;    ///< names of parameters that never became ready
-
-  // Timings, shared with the watcher thread (record_timings) under timing_mutex_.
-  mutable std::mutex timing_mutex_;
-  std::condition_variable timing_cv_;
-  std::vector<BucketTiming> timings_;
-  struct Watched {
-    std::size_t timing = 0;      ///< index into timings_
-    std::uint64_t generation = 0;  ///< which backward it belongs to
-    dist::Work work;
-  };
-  std::deque<Watched> watch_queue_;
-  std::uint64_t generation_ = 0;
-  bool watch_stop_ = false;
-  std::thread watcher_;
 };
 
 }  // namespace mgpu::parallel
