@@ -5,8 +5,8 @@
   bench/ddp_scaling.py --models cnn --ranks 1 2 4 --steps 30
   bench/ddp_scaling.py --build-dir build-cuda --device cuda
 
-Prints, per model and rank count, the samples/s of the default configuration (25 MiB
-buckets) and the scaling efficiency samples/s(W) / (W * samples/s(1)); beside it the
+Prints, per model and rank count, the samples/s of the default configuration (PyTorch's
+bucket caps: 25 MiB, the first bucket 1 MiB) and the scaling efficiency samples/s(W) / (W * samples/s(1)); beside it the
 same for the bare model without DDP on every rank ("no comm"), which separates what the
 ranks lose by sharing the machine from what communication costs; then, at the
 largest rank count, bench_ddp's bucket sweep (step time, exposed wait, share of the
@@ -22,6 +22,8 @@ import shutil
 import subprocess
 import sys
 import tempfile
+
+DEFAULT = "default 1+25"  # bench_ddp's name for PyTorch's default bucket caps
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -41,15 +43,12 @@ def run_bench(args, nprocs, model, caps, out_json):
     exe = os.path.join(args.build_dir, "bench", "bench_ddp")
     if not os.path.exists(exe):
         sys.exit(f"{exe} not found: build it with `ninja -C {args.build_dir} bench/bench_ddp`")
-    mpirun = shutil.which("mpirun")
-    if not mpirun:
+    mpirun = os.path.join(ROOT, "tools", "mpirun")  # oversubscribe, root, idle ranks yield
+    if not shutil.which("mpirun"):
         sys.exit("mpirun not found: install Open MPI (tools/install-deps)")
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(args.threads)
-    env.setdefault("OMPI_MCA_mpi_yield_when_idle", "1")
-    cmd = [mpirun, "-np", str(nprocs), "--oversubscribe", "-x", "OPENBLAS_NUM_THREADS"]
-    if os.geteuid() == 0:
-        cmd.append("--allow-run-as-root")
+    cmd = [mpirun, "-np", str(nprocs), "-x", "OPENBLAS_NUM_THREADS"]
     cmd += [exe, "--model", model, "--caps", caps, "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
             "--device", args.device, "--json", out_json]
@@ -65,7 +64,8 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--models", nargs="+", default=["cnn", "wide"])
     p.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
-    p.add_argument("--caps", default="1,5,25,100,one", help="bucket sweep at the largest rank count")
+    p.add_argument("--caps", default="default,default+view,1,5,25,100,one",
+                   help="bucket sweep at the largest rank count (bench_ddp --caps)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64)
@@ -80,7 +80,7 @@ def main():
         top = max(args.ranks)
         for model in args.models:
             for n in args.ranks:
-                run_bench(args, n, model, ("none," + args.caps) if n == top else "none,25", out)
+                run_bench(args, n, model, ("none," + args.caps) if n == top else "none,default", out)
         with open(out) as f:
             rows = [json.loads(line) for line in f if line.strip()]
     load_after = os.getloadavg()
@@ -91,7 +91,7 @@ def main():
 
     print(f"machine: {cpu_name()}, {os.cpu_count()} cores; OPENBLAS_NUM_THREADS={args.threads} "
           f"per rank; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
-    print(f"\nscaling (25 MiB buckets, batch {args.batch_size} per rank):")
+    print(f"\nscaling (PyTorch's default buckets: 25 MiB, the first 1 MiB; batch {args.batch_size} per rank):")
     print(f"{'model':8} {'ranks':>5} {'samples/s':>10} {'step_ms':>8} {'efficiency':>10} "
           f"{'no-comm step_ms':>16} {'no-comm eff.':>12} {'DDP overhead':>12}")
 
@@ -100,9 +100,9 @@ def main():
                      and r["config"] == config), None)
 
     for model in args.models:
-        base, base_local = find(model, 1, "cap 25 MiB"), find(model, 1, "none (no DDP)")
+        base, base_local = find(model, 1, DEFAULT), find(model, 1, "none (no DDP)")
         for n in args.ranks:
-            r, local = find(model, n, "cap 25 MiB"), find(model, n, "none (no DDP)")
+            r, local = find(model, n, DEFAULT), find(model, n, "none (no DDP)")
             if r is None or local is None:
                 continue
             eff = r["samples_per_s"] / (n * base["samples_per_s"]) if base else float("nan")
@@ -114,15 +114,16 @@ def main():
                   f"{100 * overhead:11.0f}%")
     top = max(args.ranks)
     print(f"\nbucket sweep at {top} ranks (hidden = share of all-reduce time inside backward):")
-    print(f"{'model':8} {'config':14} {'buckets':>7} {'step_ms':>8} {'wait_ms':>8} {'comm_ms':>8} "
-          f"{'hidden':>7} {'vs_one':>7}")
+    print(f"{'model':8} {'config':17} {'buckets':>7} {'step_ms':>8} {'wait_ms':>8} {'comm_ms':>8} "
+          f"{'hidden':>7} {'vs_one':>7} {'peak_MiB':>8}")
     for r in rows:
         if r["world_size"] != top or r["config"].startswith("none"):
             continue
         vs = r.get("saved_vs_one_bucket")
         vs_text = f"{100 * vs:6.0f}%" if vs is not None else "      -"
-        print(f"{r['model']:8} {r['config']:14} {r['buckets']:7d} {r['step_ms']:8.1f} "
-              f"{r['wait_ms']:8.1f} {r['comm_ms']:8.1f} {100 * r['hidden_share']:6.0f}% {vs_text}")
+        print(f"{r['model']:8} {r['config']:17} {r['buckets']:7d} {r['step_ms']:8.1f} "
+              f"{r['wait_ms']:8.1f} {r['comm_ms']:8.1f} {100 * r['hidden_share']:6.0f}% {vs_text} "
+              f"{r.get('peak_mib', 0):8.1f}")
 
 
 if __name__ == "__main__":
