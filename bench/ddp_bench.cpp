@@ -68,7 +68,7 @@ struct Options {
 };
 
 std::shared_ptr<nn::Sequential> make_model(const Options& o) {
-  if (o.model == "cnn") return nn::fashion_mnist_model("cnn");  // lesson 01's CNN
+  if (o.model == "cnn") return nn::make_model("cnn");  // lesson 01's CNN
   auto m = std::make_shared<nn::Sequential>();
   // "mlp": lesson 01's MLP; "wide": `layers` Linear layers of `hidden` units, enough
   // gradient bytes for the bucket caps to matter.

@@ -85,7 +85,7 @@ int main(int argc, char** argv) {
       for (const std::string& name : models)
         for (std::int64_t batch : batches) {
           nn::manual_seed(0);
-          auto model = nn::fashion_mnist_model(name);  // lesson 01's models
+          auto model = nn::make_model(name);  // lesson 01's models
           model->to(device);
           mgpu::optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0});
           nn::CrossEntropyLoss loss_fn;

@@ -110,12 +110,13 @@ EvalResult evaluate(nn::Module& model, data::DataLoader& loader);
 /// Copies the predictions to the host (and so waits for the device).
 std::int64_t count_correct(const Tensor& logits, const Tensor& labels);
 
-/// The lesson's models for 1x28x28 images and 10 classes, built from this lesson's Linear:
+/// The course's models (nn::make_model, mgpu/nn/models.h) for 1x28x28 images and 10
+/// classes, built from this lesson's Linear, e.g.
 ///   "mlp": Flatten, Linear(784, 256), ReLU, Linear(256, 128), ReLU, Linear(128, 10)
 ///   "cnn": [Conv2d(1, 32, 3, pad 1), BatchNorm2d, ReLU, MaxPool2d(2)],
 ///          [Conv2d(32, 64, 3, pad 1), BatchNorm2d, ReLU, MaxPool2d(2)],
 ///          Flatten, Linear(3136, 128), ReLU, Linear(128, 10)
-/// Throws for any other name. Initial weights depend only on nn::manual_seed's seed.
+/// Throws for an unknown name. Initial weights depend only on nn::manual_seed's seed.
 std::shared_ptr<nn::Sequential> make_model(const std::string& name);
 
 }  // namespace mgpu::lesson01

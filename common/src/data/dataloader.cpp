@@ -11,8 +11,8 @@ namespace mgpu::data {
 
 /// One host buffer for a batch, reused round-robin between producer and consumer.
 struct DataLoader::Slot {
-  Tensor inputs;  // f32 [batch_size, sample_shape...], pinned when the device is CUDA
-  Tensor labels;  // i64 [batch_size]
+  Tensor inputs;  // f32 [slot_rows_, sample_shape...], pinned when the device is CUDA
+  Tensor labels;  // i64 [slot_rows_]
   std::int64_t rows = 0;
   // Set after the asynchronous copy out of this slot; the producer waits on it before
   // overwriting the slot (the GPU may still be reading it).
@@ -33,8 +33,11 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   sample_numel_ = shape_numel(sample_shape_);
   epoch_samples_ = static_cast<std::int64_t>(sampler_->indices(0).size());
 
+  // A batch never holds more than an epoch's samples: a --batch-size far beyond the
+  // dataset costs the dataset's memory, not the batch size's.
+  slot_rows_ = std::max<std::int64_t>(1, std::min(options_.batch_size, epoch_samples_));
   Shape batch_shape = sample_shape_;
-  batch_shape.insert(batch_shape.begin(), options_.batch_size);
+  batch_shape.insert(batch_shape.begin(), slot_rows_);
   const bool cuda = options_.device.is_cuda();
   const int num_slots = options_.prefetch + 1;
   for (int i = 0; i < num_slots; ++i) {
@@ -43,8 +46,8 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
     // so the copy can run while the host goes on; pageable memory would be staged.
     slot->inputs = cuda ? Tensor::empty_pinned(batch_shape, DType::f32)
                         : Tensor::empty(batch_shape, DType::f32);
-    slot->labels = cuda ? Tensor::empty_pinned({options_.batch_size}, DType::i64)
-                        : Tensor::empty({options_.batch_size}, DType::i64);
+    slot->labels = cuda ? Tensor::empty_pinned({slot_rows_}, DType::i64)
+                        : Tensor::empty({slot_rows_}, DType::i64);
     if (cuda) slot->copied = std::make_unique<Event>();
     slots_.push_back(std::move(slot));
   }

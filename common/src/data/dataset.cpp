@@ -50,6 +50,12 @@ FashionMNIST::FashionMNIST(const std::string& dir, Split split) : path_(dir), sp
   for (std::uint8_t l : labels.values)
     MGPU_CHECK(l < 10, "Fashion-MNIST: ", labels_path, " contains label ", int{l},
                ", outside the 10 classes 0..9");
+  // An empty file or 0x0 images would train nothing and still report a loss: refuse them.
+  MGPU_CHECK(images.dims[0] > 0, "Fashion-MNIST: ", images_path, " holds no images; ",
+             "the file is damaged or empty: reinstall the data or pass --data synthetic");
+  MGPU_CHECK(images.dims[1] > 0 && images.dims[2] > 0, "Fashion-MNIST: ", images_path,
+             " holds images of ", images.dims[1], "x", images.dims[2],
+             " pixels; the file is damaged: reinstall the data or pass --data synthetic");
   count_ = images.dims[0];
   rows_ = images.dims[1];
   cols_ = images.dims[2];

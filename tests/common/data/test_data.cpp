@@ -137,6 +137,17 @@ TEST_CASE("FashionMNIST explains how to get the data; checks the files agree", "
   CHECK(px[0] == Approx((28 / 255.0 - FashionMNIST::kMean) / FashionMNIST::kStd).epsilon(1e-6));
 }
 
+TEST_CASE("FashionMNIST refuses files with no images or with 0x0 images", "[data][fmnist]") {
+  TempDir dir;
+  write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {0, 28, 28}, 0));
+  write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {0}, 0));
+  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::test),
+                    Catch::Contains("holds no images") && Catch::Contains("t10k-images-idx3-ubyte"));
+  write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {2, 0, 0}, 0));
+  write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {2}, 2));
+  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::test), Catch::Contains("images of 0x0"));
+}
+
 TEST_CASE("the installed Fashion-MNIST has 60000 + 10000 labelled images", "[data][fmnist]") {
   if (!fs::is_directory(FashionMNIST::kDefaultDir)) {
     WARN("Fashion-MNIST is not installed here; nothing to check");
@@ -254,6 +265,21 @@ TEST_CASE("DataLoader drop_last, no shuffle, and errors from the loading thread"
   CHECK(bad.next(b));
   CHECK_THROWS_WITH(bad.next(b), Catch::Contains("sample 6 is unreadable"));
   CHECK_THROWS_WITH(bad.next(b), Catch::Contains("sample 6 is unreadable"));  // no hang
+}
+
+TEST_CASE("DataLoader: a batch size beyond the data costs the data's memory, not the batch's",
+          "[data][loader]") {
+  auto ds = std::make_shared<CountingDataset>(10);
+  DataLoaderOptions o;
+  o.batch_size = std::int64_t{1} << 40;  // 2^40 rows of 2 floats would be 8 TiB
+  o.shuffle = false;
+  DataLoader loader(ds, o);
+  CHECK(loader.num_batches() == 1);
+  CHECK(labels_of(loader, 0) == std::vector<std::int64_t>{0, 1, 2, 3, 4, 5, 6, 7, 8, 9, -1});
+  o.drop_last = true;  // as in PyTorch: no full batch, no batch
+  DataLoader dropped(ds, o);
+  CHECK(dropped.num_batches() == 0);
+  CHECK(labels_of(dropped, 0).empty());
 }
 
 TEST_CASE("DataLoader on CUDA delivers the CPU loader's batches", "[gpu][data][loader]") {

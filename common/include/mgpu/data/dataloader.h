@@ -85,6 +85,7 @@ class DataLoader {
   std::int64_t sample_numel_ = 0;
   Shape sample_shape_;
   std::int64_t epoch_samples_ = 0;  // indices per epoch, before batching
+  std::int64_t slot_rows_ = 0;      // rows of a slot: min(batch_size, epoch_samples_)
 
   std::vector<std::unique_ptr<Slot>> slots_;
   std::mutex mutex_;

@@ -1,0 +1,76 @@
+/// @file flags.h
+/// @brief The flags every program shares (DESIGN.md §8), declared once.
+///
+/// A program fills an Options with its own defaults, declares the shared flags with
+/// add_flags(), adds its own flags to the same CLI::App, and parses:
+///
+///     app::Options opt;
+///     opt.epochs = 2;                              // this program's defaults
+///     CLI::App cli{"Lesson 02: ..."};
+///     app::add_flags(cli, opt, {{"mlp-bn", "mlp", "cnn-small", "cnn"}});
+///     cli.add_flag("--sweep", sweep, "...");       // its own flags
+///     CLI11_PARSE(cli, argc, argv);
+#pragma once
+
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace mgpu::app {
+
+/// The values of the shared flags. A program sets its defaults before add_flags().
+struct Options {
+  std::string data;                 ///< --data: a Fashion-MNIST folder, or "synthetic"
+  std::string model = "mlp";        ///< --model: a name of nn::model_catalog()
+  int epochs = 10;                  ///< --epochs: passes over the training set
+  std::int64_t batch_size = 64;     ///< --batch-size: samples per step per rank
+  double lr = 0.01;                 ///< --lr: learning rate (of the first epoch)
+  std::string schedule = "constant";  ///< --schedule: learning rate per epoch (cosine|constant)
+  double momentum = 0.9;            ///< --momentum: SGD momentum
+  double weight_decay = 0.0;        ///< --weight-decay: SGD weight decay (L2)
+  std::uint64_t seed = 0;           ///< --seed: initial weights and shuffling
+  std::string device = "cpu";       ///< --device: cpu, cuda, cuda:N, or a list
+  std::string backend = "auto";     ///< --backend: auto|mpi|nccl (multi-rank programs)
+  std::int64_t train_samples = 0;   ///< --train-samples: use the first N (0: all)
+  std::int64_t steps = 0;           ///< --steps: at most N steps per epoch (0: all)
+  std::string metrics;              ///< --metrics: JSON lines, one per epoch
+  std::string trace;                ///< --trace: a Chrome trace of the run
+  Options();                        ///< data = the Debian Fashion-MNIST folder
+};
+
+/// Which shared flags a program takes beyond the ones every program has (--data, --model,
+/// --epochs, --batch-size, --lr, --momentum, --weight-decay, --seed, --device,
+/// --train-samples, --steps, --metrics, --trace).
+struct FlagSet {
+  std::vector<std::string> models;  ///< the --model names it accepts (nn::model_catalog())
+  bool lr_schedule = false;         ///< --schedule cosine|constant
+  bool backend = false;             ///< --backend (programs started with mpirun)
+  bool device_list = false;         ///< --device takes a list ("cpu:0,cpu:1"); --devices too
+  std::string device_help = "cpu, cpu:N, cuda or cuda:N";  ///< --help text of --device
+  /// --help text of --batch-size
+  std::string batch_help = "samples per step on each rank (the global batch is this times the ranks)";
+};
+
+/// Declares the shared flags on `cli`, bound to `opt`, with `opt`'s values as the defaults
+/// shown by --help. Numbers are checked as they are parsed and refused with a one-line
+/// message ("--epochs: must be a positive integer, got '0'").
+void add_flags(CLI::App& cli, Options& opt, const FlagSet& which);
+
+/// The learning rate of epoch `epoch` (0-based): opt.lr for "constant"; for "cosine" a half
+/// cosine from opt.lr down towards 0 over opt.epochs (large steps while far from a minimum,
+/// small ones to settle into it).
+double learning_rate(const Options& opt, int epoch);
+
+/// Validators with plain messages, for a program's own flags too.
+/// An integer in [1, max].
+CLI::Validator positive_integer(std::int64_t max = 2147483647);
+/// An integer in [0, max].
+CLI::Validator non_negative_integer(std::int64_t max = 2147483647);
+/// A real number in [low, high].
+CLI::Validator real_in(double low, double high);
+/// A real number >= 0.
+CLI::Validator non_negative_real();
+
+}  // namespace mgpu::app

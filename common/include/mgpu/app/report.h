@@ -1,0 +1,61 @@
+/// @file report.h
+/// @brief What a program reports per epoch: the epoch line, the metrics JSON line, and the
+/// closing `final:` line (DESIGN.md §8).
+#pragma once
+
+#include <cstdint>
+#include <fstream>
+#include <string>
+#include <utility>
+#include <vector>
+
+namespace mgpu::app {
+
+/// One epoch's numbers, over every rank.
+struct EpochStats {
+  int epoch = 0;            ///< 1-based
+  int epochs = 0;           ///< in the run
+  double lr = 0;            ///< learning rate of the epoch
+  double train_loss = 0;    ///< mean over the epoch's training samples
+  bool has_train_acc = true;  ///< false where the step does not see the logits
+  double train_acc = 0;     ///< fraction of training samples classified right
+  double test_loss = 0;     ///< mean over the test set
+  double test_acc = 0;      ///< fraction of the test set classified right
+  double samples_per_s = 0; ///< training samples of every rank per second of training
+  double step_ms = 0;       ///< training time per step
+  double data_wait_s = 0;   ///< time the step loop waited for batches (rank 0)
+  int world_size = 1;       ///< ranks
+  std::int64_t global_batch = 0;  ///< samples per step over every rank
+  double time_s = 0;        ///< since the run started
+};
+
+/// "epoch 2/10: lr=0.01 train_loss=0.4213 train_acc=0.8512 test_loss=... test_acc=...
+/// samples_per_s=... step_ms=... data_wait_s=... world_size=1 time_s=..."
+std::string epoch_line(const EpochStats& s);
+
+/// "final: test_acc=0.8811 train_loss=0.2633 samples_per_s=9890 time_s=50.3": the last
+/// epoch's accuracy and loss, samples per second of training over the whole run.
+std::string final_line(double test_acc, double train_loss, double samples_per_s, double time_s);
+
+/// Extra fields a program adds to each metrics line ({"stages", 2}).
+using MetricFields = std::vector<std::pair<std::string, double>>;
+
+/// --metrics PATH: one JSON object per epoch with the fields of EpochStats (epoch, lr,
+/// train_loss, train_acc, test_loss, test_acc, samples_per_s, step_ms, data_wait_s,
+/// world_size, global_batch, time_s) and the program's extra fields. Each line is flushed
+/// when written, so a run that stops early keeps the epochs it finished.
+class MetricsWriter {
+ public:
+  /// Creates `path` now, so a bad path fails before training.
+  void open(const std::string& path);
+  /// True after open().
+  bool on() const { return out_.is_open(); }
+  /// Appends one line.
+  void write(const EpochStats& s, const MetricFields& extra = {});
+
+ private:
+  std::string path_;
+  std::ofstream out_;
+};
+
+}  // namespace mgpu::app

@@ -1,0 +1,123 @@
+// The shared flags (see flags.h).
+#include "mgpu/app/flags.h"
+
+#include <cerrno>
+#include <cmath>
+#include <cstdlib>
+#include <sstream>
+
+#include "mgpu/data/dataset.h"
+#include "mgpu/nn/models.h"
+
+namespace mgpu::app {
+
+Options::Options() : data(data::FashionMNIST::kDefaultDir) {}
+
+namespace {
+
+// Whole text as an integer (no sign games, no trailing junk, no overflow).
+bool parse_integer(const std::string& text, long long& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  errno = 0;
+  value = std::strtoll(text.c_str(), &end, 10);
+  return errno == 0 && end == text.c_str() + text.size();
+}
+
+bool parse_real(const std::string& text, double& value) {
+  if (text.empty()) return false;
+  char* end = nullptr;
+  value = std::strtod(text.c_str(), &end);
+  return end == text.c_str() + text.size() && std::isfinite(value);
+}
+
+CLI::Validator integer_in(long long low, long long high, const std::string& what) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        long long v = 0;
+        const bool integer = parse_integer(text, v);
+        if (integer && v >= low && v <= high) return "";
+        std::ostringstream os;
+        if (integer && v > high) os << "must be at most " << high;
+        else os << "must be " << what;
+        os << ", got '" << text << "'";
+        return os.str();
+      },
+      what == "a positive integer" ? "INT>0" : "INT>=0");
+}
+
+}  // namespace
+
+CLI::Validator positive_integer(std::int64_t max) { return integer_in(1, max, "a positive integer"); }
+
+CLI::Validator non_negative_integer(std::int64_t max) {
+  return integer_in(0, max, "0 or a positive integer");
+}
+
+CLI::Validator real_in(double low, double high) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v >= low && v <= high) return "";
+        std::ostringstream os;
+        os << "must be a number from " << low << " to " << high << ", got '" << text << "'";
+        return os.str();
+      },
+      "NUM");
+}
+
+CLI::Validator non_negative_real() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v >= 0) return "";
+        return "must be a number >= 0, got '" + text + "'";
+      },
+      "NUM>=0");
+}
+
+void add_flags(CLI::App& cli, Options& opt, const FlagSet& which) {
+  std::string models;
+  for (const std::string& m : which.models) models += "\n  " + m + ": " + nn::model_summary(m);
+  cli.add_option("--data", opt.data,
+                 "folder with the Fashion-MNIST IDX files, or 'synthetic' for generated data")
+      ->capture_default_str();
+  cli.add_option("--model", opt.model, "the model:" + models)
+      ->check(CLI::IsMember(which.models))->capture_default_str();
+  cli.add_option("--epochs", opt.epochs, "passes over the training set")
+      ->check(positive_integer())->capture_default_str();
+  cli.add_option("--batch-size", opt.batch_size, which.batch_help)
+      ->check(positive_integer())->capture_default_str();
+  cli.add_option("--lr", opt.lr, "learning rate")->check(non_negative_real())->capture_default_str();
+  if (which.lr_schedule)
+    cli.add_option("--schedule", opt.schedule,
+                   "learning rate per epoch: cosine (from --lr down towards 0) or constant")
+        ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
+  cli.add_option("--momentum", opt.momentum, "SGD momentum")->check(real_in(0.0, 1.0))
+      ->capture_default_str();
+  cli.add_option("--weight-decay", opt.weight_decay, "SGD weight decay (L2)")
+      ->check(non_negative_real())->capture_default_str();
+  cli.add_option("--seed", opt.seed, "seed of the initial weights and the shuffling")
+      ->check(non_negative_integer(9007199254740991))->capture_default_str();
+  cli.add_option(which.device_list ? "--device,--devices" : "--device", opt.device,
+                 which.device_help)->capture_default_str();
+  if (which.backend)
+    cli.add_option("--backend", opt.backend, "auto, mpi or nccl")
+        ->check(CLI::IsMember({"auto", "mpi", "nccl"}))->capture_default_str();
+  cli.add_option("--train-samples", opt.train_samples,
+                 "train on the first N training samples only (0: all), for quick runs")
+      ->check(non_negative_integer())->capture_default_str();
+  cli.add_option("--steps", opt.steps, "at most this many steps per epoch (0: whole epochs)")
+      ->check(non_negative_integer())->capture_default_str();
+  cli.add_option("--metrics", opt.metrics, "write one JSON line per epoch here (rank 0)");
+  cli.add_option("--trace", opt.trace,
+                 "write a Chrome trace of the run here (open it in https://ui.perfetto.dev)");
+}
+
+double learning_rate(const Options& opt, int epoch) {
+  if (opt.schedule != "cosine") return opt.lr;
+  const double pi = std::acos(-1.0);
+  return opt.lr * 0.5 * (1.0 + std::cos(pi * epoch / opt.epochs));
+}
+
+}  // namespace mgpu::app

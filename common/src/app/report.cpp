@@ -1,0 +1,67 @@
+// The epoch line, the final line and the metrics file (see report.h).
+#include "mgpu/app/report.h"
+
+#include <nlohmann/json.hpp>
+
+#include <cmath>
+#include <cstdio>
+
+#include "mgpu/error.h"
+
+namespace mgpu::app {
+
+std::string epoch_line(const EpochStats& s) {
+  char buf[512];
+  std::string acc;
+  if (s.has_train_acc) {
+    std::snprintf(buf, sizeof buf, " train_acc=%.4f", s.train_acc);
+    acc = buf;
+  }
+  std::snprintf(buf, sizeof buf,
+                "epoch %d/%d: lr=%.4g train_loss=%.4f%s test_loss=%.4f test_acc=%.4f "
+                "samples_per_s=%.0f step_ms=%.2f data_wait_s=%.2f world_size=%d time_s=%.1f",
+                s.epoch, s.epochs, s.lr, s.train_loss, acc.c_str(), s.test_loss, s.test_acc,
+                s.samples_per_s, s.step_ms, s.data_wait_s, s.world_size, s.time_s);
+  return buf;
+}
+
+std::string final_line(double test_acc, double train_loss, double samples_per_s, double time_s) {
+  char buf[160];
+  std::snprintf(buf, sizeof buf, "final: test_acc=%.4f train_loss=%.4f samples_per_s=%.0f time_s=%.1f",
+                test_acc, train_loss, samples_per_s, time_s);
+  return buf;
+}
+
+void MetricsWriter::open(const std::string& path) {
+  MGPU_CHECK(!path.empty(), "--metrics: the path is empty");
+  path_ = path;
+  out_.open(path);
+  MGPU_CHECK(out_.good(), "--metrics: cannot write ", path,
+             " (does its folder exist, and may you write there?)");
+}
+
+void MetricsWriter::write(const EpochStats& s, const MetricFields& extra) {
+  if (!on()) return;
+  nlohmann::json j{{"epoch", s.epoch},
+                   {"lr", s.lr},
+                   {"train_loss", s.train_loss},
+                   {"test_loss", s.test_loss},
+                   {"test_acc", s.test_acc},
+                   {"samples_per_s", s.samples_per_s},
+                   {"step_ms", s.step_ms},
+                   {"data_wait_s", s.data_wait_s},
+                   {"world_size", s.world_size},
+                   {"global_batch", s.global_batch},
+                   {"time_s", s.time_s}};
+  if (s.has_train_acc) j["train_acc"] = s.train_acc;
+  for (const auto& [key, value] : extra) {  // counts stay integers in the file
+    const bool whole = std::floor(value) == value && std::fabs(value) < 9.0e15;
+    if (whole) j[key] = static_cast<std::int64_t>(value);
+    else j[key] = value;
+  }
+  out_ << j.dump() << "\n";
+  out_.flush();
+  MGPU_CHECK(out_.good(), "--metrics: writing ", path_, " failed (is the disk full?)");
+}
+
+}  // namespace mgpu::app

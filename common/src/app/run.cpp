@@ -1,0 +1,155 @@
+// Run: the bookkeeping around a training loop (see run.h).
+#include "mgpu/app/run.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <utility>
+
+#include "mgpu/app/clock.h"
+#include "mgpu/dist/log.h"
+#include "mgpu/dist/runtime.h"
+#include "mgpu/stream.h"
+
+namespace mgpu::app {
+
+Run::Run(const Options& opt, const std::string& title, std::vector<Device> devices,
+         dist::ProcessGroup* group)
+    : opt_(opt), devices_(std::move(devices)), group_(group), world_(group ? group->size() : 1) {
+  std::string mapping = describe_mapping(devices_);
+  while (!mapping.empty() && mapping.back() == '\n') mapping.pop_back();
+  dist::log0(title);
+  if (world_ > 1) dist::log_all(mapping);
+  else dist::log0(mapping);
+  // Both files are created before any work, so a bad path costs nothing and a finished
+  // run cannot lose its output to one.
+  if (!opt.metrics.empty() && dist::rank() == 0) metrics_.open(opt.metrics);
+  if (group_) group_->barrier().wait();  // one time origin for every rank's trace
+  start_s_ = now_s();
+  if (!opt.trace.empty()) trace_.open(opt.trace, start_s_);
+}
+
+void Run::add_metric_fields(const MetricFields& fields) {
+  extra_fields_.insert(extra_fields_.end(), fields.begin(), fields.end());
+}
+
+double Run::elapsed_s() const { return now_s() - start_s_; }
+
+void Run::start_epoch(int epoch, double lr, data::DataLoader& loader) {
+  const std::int64_t batches = loader.num_batches();
+  MGPU_CHECK(batches > 0, "the training data gives no batch: ", loader.num_samples(),
+             " samples per epoch on this rank and --batch-size ", loader.options().batch_size,
+             loader.options().drop_last ? " with the last, smaller batch dropped" : "",
+             "; use a --batch-size of at most the samples per epoch, or more --train-samples");
+  loader_ = &loader;
+  epoch_ = epoch;
+  lr_ = lr;
+  loss_sum_ = 0;
+  correct_ = seen_ = steps_ = 0;
+  planned_ = opt_.steps > 0 ? std::min(opt_.steps, batches) : batches;
+  progress_.start_epoch(epoch, opt_.epochs, planned_);
+  for (const Device& d : devices_) synchronize(d);
+  epoch_start_s_ = now_s();
+}
+
+bool Run::next_batch(data::Batch& batch) {
+  MGPU_CHECK(loader_ != nullptr, "Run::next_batch: call start_epoch first");
+  if (steps_ >= planned_) return false;
+  const double begin = now_s();
+  const bool more = loader_->next(batch);
+  const double end = now_s();
+  last_wait_s_ = end - begin;
+  if (more) trace_.span(step_track_, "data wait", begin, end);
+  return more;
+}
+
+void Run::step(double loss, std::int64_t samples, std::int64_t correct) {
+  loss_sum_ += loss * static_cast<double>(samples);
+  seen_ += samples;
+  if (correct >= 0) correct_ += correct;
+  else counts_correct_ = false;
+  ++steps_;
+  ++total_steps_;
+  if (progress_.shown()) {
+    const double elapsed = now_s() - epoch_start_s_;
+    const double per_step = elapsed / static_cast<double>(steps_);
+    const std::int64_t left = (planned_ - steps_) + (opt_.epochs - epoch_ - 1) * planned_;
+    progress_.update(steps_, loss_sum_ / static_cast<double>(seen_),
+                     elapsed > 0 ? static_cast<double>(seen_ * world_) / elapsed : 0.0,
+                     per_step * static_cast<double>(left));
+  }
+}
+
+void Run::end_training() {
+  for (const Device& d : devices_) synchronize(d);
+  training_end_s_ = now_s();
+  epoch_time_s_ = training_end_s_ - epoch_start_s_;
+  train_time_s_ += epoch_time_s_;
+  progress_.clear();
+}
+
+void Run::end_epoch(const EvalResult& test) {
+  trace_.span(step_track_, "evaluate", training_end_s_, now_s());  // since end_training()
+  // The training numbers of every rank: sums first, means after.
+  double loss_sum = loss_sum_, correct = static_cast<double>(correct_), seen = static_cast<double>(seen_);
+  if (group_) {
+    const std::vector<double> s = sum_over_ranks(*group_, {loss_sum, correct, seen});
+    loss_sum = s[0], correct = s[1], seen = s[2];
+  }
+  EpochStats s;
+  s.epoch = epoch_ + 1;
+  s.epochs = opt_.epochs;
+  s.lr = lr_;
+  s.train_loss = seen > 0 ? loss_sum / seen : 0;
+  s.has_train_acc = counts_correct_;
+  s.train_acc = seen > 0 ? correct / seen : 0;
+  s.test_loss = test.loss;
+  s.test_acc = test.accuracy;
+  s.samples_per_s = epoch_time_s_ > 0 ? seen / epoch_time_s_ : 0;
+  s.step_ms = steps_ ? 1e3 * epoch_time_s_ / static_cast<double>(steps_) : 0;
+  s.data_wait_s = loader_ ? loader_->wait_seconds() : 0;
+  s.world_size = world_;
+  s.global_batch = opt_.batch_size * world_;
+  s.time_s = elapsed_s();
+  trained_samples_ += seen;
+  last_train_loss_ = s.train_loss;
+  last_test_acc_ = s.test_acc;
+  dist::log0(epoch_line(s));
+  metrics_.write(s, extra_fields_);
+}
+
+int Run::finish() {
+  if (trace_.on()) {
+    trace_.write(group_);
+    dist::log0("trace: ", trace_.path(), " (open it in https://ui.perfetto.dev)");
+  }
+  dist::log0(final_line(last_test_acc_, last_train_loss_,
+                        train_time_s_ > 0 ? trained_samples_ / train_time_s_ : 0.0, elapsed_s()));
+  return 0;
+}
+
+int run_main(const std::function<int()>& body) {
+  try {
+    return body();
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+int run_distributed(int* argc, char*** argv, const std::function<int()>& body) {
+  try {
+    dist::Runtime runtime(argc, argv);
+    try {
+      return body();
+    } catch (const std::exception& e) {
+      // Every rank usually fails the same way (the same checks on the same data); one that
+      // fails alone must not leave the others waiting in a collective.
+      dist::abort_job(std::string("error: ") + e.what());
+    }
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "error: %s\n", e.what());
+    return 1;
+  }
+}
+
+}  // namespace mgpu::app
