@@ -179,10 +179,18 @@ class Pipeline {
 /// F/B where a forward/backward ran, '.' where the stage was idle.
 std::string draw_timeline(const StepStats& stats, int num_stages, int width = 72);
 
-/// Chrome trace events (JSON, opens in Perfetto / chrome://tracing) of some steps: one
-/// track per stage, one slice per op named "F3"/"B3". `offsets_us` places step i on the
-/// common time line. Returns the JSON text.
-std::string chrome_trace(const std::vector<StepStats>& steps, const std::vector<double>& offsets_us,
-                         const std::vector<Device>& devices, const std::string& schedule_name);
+}  // namespace mgpu::lesson03
+
+namespace mgpu::app {
+class Trace;  // mgpu/app/trace.h
+}  // namespace mgpu::app
+
+namespace mgpu::lesson03 {
+
+/// Records the measured ops of training step `step`, which began at `step_start_s`
+/// (app::now_s()), into `trace`: one track per stage ("stage 1 on cpu:1"), one span per op
+/// named "F3"/"B3".
+void trace_step(app::Trace& trace, const StepStats& stats, double step_start_s,
+                const std::vector<Device>& devices, std::int64_t step);
 
 }  // namespace mgpu::lesson03

@@ -1,9 +1,8 @@
-// Drawing a measured step: a text timeline for the terminal and a Chrome trace for Perfetto.
-#include <nlohmann/json.hpp>
-
+// Drawing a measured step: a text timeline for the terminal, spans for the trace (Perfetto).
 #include <algorithm>
 #include <sstream>
 
+#include "mgpu/app/trace.h"
 #include "pipeline.h"
 
 namespace mgpu::lesson03 {
@@ -38,26 +37,16 @@ std::string draw_timeline(const StepStats& stats, int num_stages, int width) {
   return os.str();
 }
 
-std::string chrome_trace(const std::vector<StepStats>& steps, const std::vector<double>& offsets_us,
-                         const std::vector<Device>& devices, const std::string& schedule_name) {
-  MGPU_CHECK(steps.size() == offsets_us.size(), "chrome_trace: ", steps.size(), " steps but ",
-             offsets_us.size(), " offsets");
-  nlohmann::json events = nlohmann::json::array();
-  events.push_back({{"name", "process_name"}, {"ph", "M"}, {"pid", 0},
-                    {"args", {{"name", "pipeline (" + schedule_name + ")"}}}});
-  for (std::size_t k = 0; k < devices.size(); ++k)
-    events.push_back({{"name", "thread_name"}, {"ph", "M"}, {"pid", 0}, {"tid", k},
-                      {"args", {{"name", "stage " + std::to_string(k) + " on " + devices[k].str()}}}});
-  for (std::size_t i = 0; i < steps.size(); ++i)
-    for (const OpTiming& t : steps[i].ops) {
-      const bool fwd = t.op.kind == OpKind::forward;
-      events.push_back({{"name", (fwd ? "F" : "B") + std::to_string(t.op.micro)},
-                        {"cat", fwd ? "forward" : "backward"},
-                        {"ph", "X"}, {"pid", 0}, {"tid", t.stage},
-                        {"ts", offsets_us[i] + t.start_us}, {"dur", t.end_us - t.start_us},
-                        {"args", {{"step", i}, {"micro_batch", t.op.micro}}}});
-    }
-  return nlohmann::json{{"traceEvents", events}, {"displayTimeUnit", "ms"}}.dump();
+void trace_step(app::Trace& trace, const StepStats& stats, double step_start_s,
+                const std::vector<Device>& devices, std::int64_t step) {
+  for (const OpTiming& t : stats.ops) {
+    const std::string track = "stage " + std::to_string(t.stage) + " on " +
+                              devices.at(static_cast<std::size_t>(t.stage)).str();
+    const bool fwd = t.op.kind == OpKind::forward;
+    trace.span(track, (fwd ? "F" : "B") + std::to_string(t.op.micro),
+               step_start_s + t.start_us * 1e-6, step_start_s + t.end_us * 1e-6,
+               {{"step", static_cast<double>(step)}, {"micro_batch", static_cast<double>(t.op.micro)}});
+  }
 }
 
 }  // namespace mgpu::lesson03
