@@ -82,7 +82,7 @@ TEST_CASE("GPU: Linear and Conv2d under autocast match the CPU", "[amp][gpu]") {
   for (DType t : {DType::f16, DType::bf16}) {
     INFO(dtype_name(t));
     nn::manual_seed(4);
-    auto model = nn::fashion_mnist_model("cnn");
+    auto model = nn::make_model("cnn");
     auto gpu_model = model->clone();
     gpu_model->to(kGpu);
     const Tensor x = random({8, 1, 28, 28}, 5);
@@ -107,7 +107,7 @@ TEST_CASE("GPU: Linear and Conv2d under autocast match the CPU", "[amp][gpu]") {
 
 TEST_CASE("GPU: a scaled fp16 step on CUDA matches the CPU and skips on inf", "[amp][gpu]") {
   nn::manual_seed(9);
-  auto cpu_model = nn::fashion_mnist_model("mlp");
+  auto cpu_model = nn::make_model("mlp");
   auto gpu_model = cpu_model->clone();
   gpu_model->to(kGpu);
   optim::SGD sgd_cpu(cpu_model->parameters(), {0.1}), sgd_gpu(gpu_model->parameters(), {0.1});

@@ -7,7 +7,7 @@
 /// batch: one all_gather of every rank's [mean, invstd, count] in the forward, one
 /// all_reduce of [sum_dy, sum_dy_xmu] in the backward (sync_batchnorm_steps.h).
 ///
-///     auto model = nn::fashion_mnist_model("cnn");
+///     auto model = nn::make_model("cnn");
 ///     auto synced = parallel::convert_sync_batchnorm(model);   // BatchNorm2d -> SyncBatchNorm
 ///     parallel::DistributedDataParallel ddp(synced, dist::default_group());
 ///
