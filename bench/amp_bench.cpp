@@ -135,7 +135,7 @@ void bench_gemm(const Device& dev, const std::vector<std::int64_t>& sizes, int r
 /// "mlp", "cnn" (lesson 01's) or "large": an MLP of 4 Linear layers, width `width`, where
 /// the GEMMs are most of the work.
 std::shared_ptr<nn::Sequential> make_model(const std::string& name, std::int64_t width) {
-  if (name != "large") return nn::fashion_mnist_model(name);
+  if (name != "large") return nn::make_model(name);
   auto m = std::make_shared<nn::Sequential>();
   m->add(std::make_shared<nn::Linear>(width, width));
   for (int i = 0; i < 2; ++i) {

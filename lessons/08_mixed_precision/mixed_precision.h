@@ -118,7 +118,7 @@ class Linear : public nn::Linear {
   nn::SavedContexts<Saved> saved_;
 };
 
-/// Builds lesson08::Linear layers, for nn::fashion_mnist_model's factory argument.
+/// Builds lesson08::Linear layers, for nn::make_model's factory argument.
 std::shared_ptr<nn::Module> make_linear(std::int64_t in, std::int64_t out);
 
 // ---- Task 4: the training step (train_step.cpp) -------------------------------------------

@@ -144,7 +144,7 @@ int run(const Options& opt) {
               train->describe().c_str(), opt.model.c_str(), static_cast<long long>(opt.batch_size),
               opt.lr);
   nn::manual_seed(opt.seed);
-  auto model = nn::fashion_mnist_model(opt.model);
+  auto model = nn::make_model(opt.model);
   mgpu::optim::SGDOptions so;
   so.lr = opt.lr;
   so.momentum = 0.9;
