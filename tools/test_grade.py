@@ -148,6 +148,16 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(r.tail(), "[rank 0] mgpu::dist timeout: recv #2 did not complete within 30 s")
         self.assertNotIn("<Info>", running.Run(1, "<Catch><Info>p</Info>", "boom\n", False, 1).tail())
 
+    def test_the_library_times_out_a_collective_before_the_launch_limit(self):
+        old = os.environ.pop("MGPU_DIST_TIMEOUT_S", None)
+        try:
+            self.assertEqual(running.Runner(300, "/", HERE).env["MGPU_DIST_TIMEOUT_S"], "60")
+            self.assertEqual(running.Runner(10, "/", HERE).env["MGPU_DIST_TIMEOUT_S"], "5")
+            self.assertNotIn("MGPU_DIST_TIMEOUT_S", running.Runner(0, "/", HERE).env)
+        finally:
+            if old is not None:
+                os.environ["MGPU_DIST_TIMEOUT_S"] = old
+
     def test_name_filter_escapes_the_spec_language(self):
         self.assertEqual(catch2.name_filter(["a, b", "c[1]", "d*"]), r"a\, b,c\[1\],d\*")
 

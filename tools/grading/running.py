@@ -99,6 +99,10 @@ class Runner:
         self.env = dict(os.environ)
         # Containers often forbid the cross-memory attach Open MPI uses between ranks.
         self.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
+        # A stuck collective should end with the library's message (which rank, which
+        # collective) before the launch's own time limit kills it without one.
+        if self.timeout:
+            self.env.setdefault("MGPU_DIST_TIMEOUT_S", f"{max(1.0, min(60.0, self.timeout / 2)):g}")
         self.launches = 0
 
     @property
