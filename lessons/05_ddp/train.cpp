@@ -31,7 +31,7 @@ struct DdpFlags {
   std::string comm_hook = "allreduce";
 };
 
-void trace_ddp_step(app::Trace& trace, const par::StepTimeline& t,
+void trace_ddp_step(app::Trace& trace, const par::Reducer& reducer, const par::StepTimeline& t,
                     const std::vector<par::BucketTiming>& buckets, double opt_begin, double opt_end);
 void log_rebuild(par::DistributedDataParallel& ddp, std::int64_t step);
 
@@ -111,7 +111,8 @@ int train(const app::Options& opt, const DdpFlags& f) {
       optimizer.step();
       if (run.trace().on()) {
         synchronize(device);
-        trace_ddp_step(run.trace(), ddp.last_step(), comm_timer.take(), opt_begin, app::now_s());
+        trace_ddp_step(run.trace(), ddp.reducer(), ddp.last_step(), comm_timer.take(), opt_begin,
+                       app::now_s());
       }
       if (ddp.last_step().rebuilt_buckets) log_rebuild(ddp, run.epoch_steps() + 1);
       run.step(loss, batch.labels.numel(), app::count_correct(logits, batch.labels));
@@ -126,16 +127,25 @@ int train(const app::Options& opt, const DdpFlags& f) {
 }
 
 // The phases of one DDP step on this rank's rows of the trace, from the timeline DDP kept
-// and the comm timer: compute on one track, each bucket's all-reduce on another.
-void trace_ddp_step(app::Trace& trace, const par::StepTimeline& t,
+// and the comm timer: compute on one track, each bucket's all-reduce on another, named by
+// its parameters, so the first step's single bucket and the rebuilt ones show their order.
+void trace_ddp_step(app::Trace& trace, const par::Reducer& reducer, const par::StepTimeline& t,
                     const std::vector<par::BucketTiming>& buckets, double opt_begin, double opt_end) {
-  trace.span("compute", "forward", t.forward_begin, t.forward_end);
+  trace.span("compute", t.rebuilt_buckets ? "forward (buckets rebuilt)" : "forward",
+             t.forward_begin, t.forward_end);
   trace.span("compute", "backward", t.backward_begin, t.backward_end);
   trace.span("compute", "wait for buckets", t.backward_end, t.reduce_end);
   trace.span("compute", "optimizer", opt_begin, opt_end);
-  for (const par::BucketTiming& b : buckets)
-    trace.span("comm", "all-reduce bucket " + std::to_string(b.bucket), b.launch_s, b.done_s,
-               {{"bytes", static_cast<double>(b.bytes)}});
+  for (const par::BucketTiming& b : buckets) {
+    const std::vector<std::size_t>& vars = reducer.bucket_variables(b.bucket);
+    std::string name = "all-reduce bucket " + std::to_string(b.bucket) + ":";
+    for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
+      name += " " + reducer.variables()[vars[i]]->name();
+    if (vars.size() > 3) name += " +" + std::to_string(vars.size() - 3);
+    trace.span("comm", name, b.launch_s, b.done_s,
+               {{"bytes", static_cast<double>(b.bytes)},
+                {"parameters", static_cast<double>(vars.size())}});
+  }
 }
 
 // The buckets DDP rebuilt after the first iteration, and the order that made them.
