@@ -8,12 +8,11 @@
 // Beside samples/s it prints the achieved GFLOP/s, from the models' matrix-product FLOPs
 // (a training step costs about 3x the forward: the forward GEMMs, and two GEMMs of the same
 // size in backward). bench/train_torch.py prints the same table for PyTorch.
-#include <CLI/CLI.hpp>
-
-#include <algorithm>
 #include <cstdio>
 #include <sstream>
 
+#include "bench_util.h"
+#include "mgpu/app/flags.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
@@ -24,27 +23,6 @@ namespace {
 using mgpu::Device;
 using mgpu::Tensor;
 namespace nn = mgpu::nn;
-
-/// Median milliseconds of fn() after `warmup` untimed calls. Events on the device's stream
-/// time GPU work by the GPU's clock (a launch returns before its kernel ran); on the CPU
-/// they read the wall clock.
-template <typename F>
-double median_ms(const Device& d, int reps, int warmup, F&& fn) {
-  for (int i = 0; i < warmup; ++i) fn();
-  mgpu::synchronize(d);
-  std::vector<double> ms;
-  for (int r = 0; r < reps; ++r) {
-    mgpu::Event start(true), stop(true);
-    const mgpu::Stream s = mgpu::Stream::current(d);
-    start.record(s);
-    fn();
-    stop.record(s);
-    stop.synchronize();
-    ms.push_back(stop.elapsed_ms(start));
-  }
-  std::sort(ms.begin(), ms.end());
-  return ms[ms.size() / 2];
-}
 
 /// Forward matrix-product FLOPs per sample (2 per multiply-add).
 double forward_flops(const std::string& name) {
@@ -63,11 +41,15 @@ int main(int argc, char** argv) {
   app.add_option("--model", models, "mlp and/or cnn (repeatable)")
       ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--batch-size", batches, "batch size(s) (repeatable)")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--reps", reps, "timed steps; the median is printed")
-      ->check(CLI::PositiveNumber)->capture_default_str();
-  app.add_option("--warmup", warmup, "untimed steps first")->capture_default_str();
+      ->check(mgpu::app::positive_integer())->capture_default_str();
+  app.add_option("--warmup", warmup, "untimed steps first")
+      ->check(mgpu::app::non_negative_integer())->capture_default_str();
   CLI11_PARSE(app, argc, argv);
+  bench::Options timing;
+  timing.reps = reps;
+  timing.warmup = warmup;
   if (devices.empty()) {
     devices.push_back("cpu");
     if (mgpu::cuda_available()) devices.push_back("cuda");
@@ -94,7 +76,7 @@ int main(int argc, char** argv) {
           std::vector<std::int64_t> labels(static_cast<std::size_t>(batch));
           for (std::int64_t i = 0; i < batch; ++i) labels[static_cast<std::size_t>(i)] = i % 10;
           Tensor y = Tensor::from_vector(labels, {batch}, device);
-          const double ms = median_ms(device, reps, warmup, [&] {
+          const double ms = bench::median_ms(device, timing, [&] {
             opt.zero_grad();
             Tensor logits = model->forward(x);
             loss_fn.forward(logits, y);

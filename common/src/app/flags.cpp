@@ -63,7 +63,7 @@ CLI::Validator real_in(double low, double high) {
         os << "must be a number from " << low << " to " << high << ", got '" << text << "'";
         return os.str();
       },
-      "NUM");
+      "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
 }
 
 CLI::Validator non_negative_real() {

@@ -25,6 +25,14 @@ void Trace::open(const std::string& path, double origin_s) {
   on_ = true;
 }
 
+Trace::~Trace() {
+  if (!on_ || written_ || !out_.is_open()) return;
+  try {
+    write(nullptr);  // this rank's spans only: no collective while unwinding
+  } catch (...) {
+  }
+}
+
 void Trace::name_process(const std::string& name) {
   std::lock_guard<std::mutex> lock(mutex_);
   process_name_ = name;
@@ -106,6 +114,7 @@ std::string recv_text(dist::ProcessGroup& group, int src) {
 
 void Trace::write(dist::ProcessGroup* group) {
   if (!on_) return;
+  written_ = true;
   const int rank = group ? group->rank() : dist::rank();
   if (rank != 0) {
     if (group) send_text(*group, events_json(rank), 0);

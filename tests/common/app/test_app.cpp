@@ -219,6 +219,18 @@ TEST_CASE("Trace: spans per track, written as a Chrome trace", "[app][trace]") {
   CHECK((*forward)["dur"].get<double>() == Approx(250000));
   CHECK((*bucket)["tid"] == 1);
   CHECK((*bucket)["args"]["bytes"] == 4096);
+
+  // A program that stops early (an exception) still leaves a valid trace of what it did.
+  {
+    app::Trace early;
+    early.open(dir.file("early.json"), 0);
+    early.span("compute", "forward", 1, 2);
+  }
+  std::ifstream early_in(dir.file("early.json"));
+  const json early_doc = json::parse(early_in);
+  int spans = 0;
+  for (const json& e : early_doc["traceEvents"]) spans += e["ph"] == "X";
+  CHECK(spans == 1);
 }
 
 TEST_CASE("count_correct and evaluate", "[app][evaluate]") {

@@ -36,6 +36,9 @@ class Trace {
  public:
   /// An empty, switched-off trace: span() records nothing until open().
   Trace() = default;
+  /// A trace that was opened but never written (the program stopped early on an error)
+  /// still gets a valid file: this process's spans, without the other ranks'.
+  ~Trace();
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
 
@@ -75,7 +78,7 @@ class Trace {
   int track_id(const std::string& track);  // caller holds mutex_
   std::string events_json(int pid) const;   // this rank's events, a JSON array
 
-  bool on_ = false;
+  bool on_ = false, written_ = false;
   std::string path_;
   double origin_s_ = 0;
   std::ofstream out_;  // rank 0's file, opened by open()
