@@ -16,7 +16,8 @@
 ///   task 4  train_step               one mixed-precision training step: autocast forward,
 ///                                    fp32 loss, scaled backward, step, update
 ///
-/// lesson08::GradScaler is the library's GradScaler with your tasks 1 and 2.
+/// lesson08::GradScaler is the library's GradScaler with your tasks 1 and 2; the program
+/// `train` builds its model with your Linear and trains it with your train_step.
 #pragma once
 
 #include <cstdint>
@@ -118,7 +119,7 @@ class Linear : public nn::Linear {
   nn::SavedContexts<Saved> saved_;
 };
 
-/// Builds lesson08::Linear layers, for nn::make_model's factory argument.
+/// Builds lesson08::Linear layers, for nn::make_model's make_linear argument.
 std::shared_ptr<nn::Module> make_linear(std::int64_t in, std::int64_t out);
 
 // ---- Task 4: the training step (train_step.cpp) -------------------------------------------

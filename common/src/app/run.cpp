@@ -32,6 +32,15 @@ void Run::add_metric_fields(const MetricFields& fields) {
   extra_fields_.insert(extra_fields_.end(), fields.begin(), fields.end());
 }
 
+void Run::set_metric_field(const std::string& name, double value) {
+  for (auto& field : extra_fields_)
+    if (field.first == name) {
+      field.second = value;
+      return;
+    }
+  extra_fields_.emplace_back(name, value);
+}
+
 double Run::elapsed_s() const { return now_s() - start_s_; }
 
 void Run::start_epoch(int epoch, double lr, data::DataLoader& loader) {

@@ -57,6 +57,9 @@ class Run {
   void set_step_track(const std::string& track) { step_track_ = track; }
   /// Extra fields for every metrics line ({"stages", 2}).
   void add_metric_fields(const MetricFields& fields);
+  /// Sets one extra field of the metrics lines from now on: replaces the field of that name,
+  /// or adds it. For values that change from epoch to epoch (a loss scale, skipped steps).
+  void set_metric_field(const std::string& name, double value);
 
   /// Starts epoch `epoch` (0-based) at learning rate `lr`, drawing batches from `loader`
   /// (already started with loader.start_epoch). The epoch runs loader.num_batches() steps,
