@@ -1,0 +1,157 @@
+// safetensors files of tensors: serialize, parse, load from disk, save atomically.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <cerrno>
+#include <cstring>
+
+#include "mgpu/io/atomic_file.h"
+#include "mgpu/io/safetensors.h"
+
+namespace mgpu::io {
+
+namespace {
+
+// The format is little-endian; so is every machine this library runs on (x86-64, ARM64).
+void check_little_endian() {
+  const std::uint16_t probe = 1;
+  unsigned char first;
+  std::memcpy(&first, &probe, 1);
+  MGPU_CHECK(first == 1, "safetensors: this machine is big-endian; the format is little-endian");
+}
+
+// The layout of a file: entries in data order, each tensor's bytes on the host.
+struct Layout {
+  std::vector<TensorEntry> entries;
+  std::vector<Tensor> host;  // host[i] holds entries[i]'s bytes
+  std::string header;        // padded JSON
+};
+
+Layout plan(const TensorDict& tensors, const Metadata& metadata) {
+  check_little_endian();
+  std::vector<std::pair<std::string, Tensor>> order(tensors.begin(), tensors.end());
+  for (const auto& [name, t] : order)
+    MGPU_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
+  // The reference writer's order: dtype rank, largest first, then name (bytewise).
+  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    const int ra = safetensors_dtype_rank(a.second.dtype());
+    const int rb = safetensors_dtype_rank(b.second.dtype());
+    return ra != rb ? ra > rb : a.first < b.first;
+  });
+  Layout out;
+  std::uint64_t offset = 0;
+  for (auto& [name, t] : order) {
+    TensorEntry e;
+    e.name = name;
+    e.dtype = t.dtype();
+    e.shape = t.shape();
+    e.begin = offset;
+    e.end = offset + t.nbytes();
+    offset = e.end;
+    out.entries.push_back(std::move(e));
+    out.host.push_back(t.to(Device::cpu()));  // no copy for a host tensor
+  }
+  out.header = encode_safetensors_header(out.entries, metadata);
+  return out;
+}
+
+std::string length_bytes(std::uint64_t n) {
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out;
+}
+
+std::string_view bytes_of(const Tensor& host) {
+  return {static_cast<const char*>(host.raw_data()), host.nbytes()};
+}
+
+// A host tensor for an entry, filled by `fill(destination, byte count)`, then moved to `device`.
+template <typename Fill>
+Tensor make_tensor(const TensorEntry& e, const Device& device, Fill&& fill) {
+  Tensor host = Tensor::empty(e.shape, e.dtype, Device::cpu());
+  if (host.nbytes() > 0) fill(static_cast<char*>(host.raw_data()), host.nbytes());
+  return host.to(device);
+}
+
+}  // namespace
+
+std::string serialize_safetensors(const TensorDict& tensors, const Metadata& metadata) {
+  const Layout l = plan(tensors, metadata);
+  std::string out = length_bytes(l.header.size()) + l.header;
+  for (const Tensor& h : l.host) out += bytes_of(h);
+  return out;
+}
+
+SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& file,
+                                  const Device& device) {
+  check_little_endian();
+  const SafetensorsHeader h = parse_safetensors_header(bytes, bytes.size(), file);
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  for (const TensorEntry& e : h.tensors) {
+    // The header check guarantees [begin, end) lies inside the data.
+    const std::string_view src = bytes.substr(h.data_start() + e.begin, e.end - e.begin);
+    out.tensors[e.name] =
+        make_tensor(e, device, [&](char* dst, std::size_t n) { std::memcpy(dst, src.data(), n); });
+  }
+  return out;
+}
+
+SafetensorsFile load_safetensors(const std::string& path, const Device& device) {
+  check_little_endian();
+  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
+  MGPU_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  struct Closer {
+    int fd;
+    ~Closer() { ::close(fd); }
+  } closer{fd};
+  struct stat st {};
+  MGPU_CHECK(::fstat(fd, &st) == 0, "cannot stat ", path, ": ", std::strerror(errno));
+  const auto file_size = static_cast<std::uint64_t>(st.st_size);
+  // Reads exactly n bytes at `offset`; a short read means the file changed under us.
+  auto read_at = [&](char* dst, std::size_t n, std::uint64_t offset) {
+    while (n > 0) {
+      const ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(offset));
+      if (r < 0 && errno == EINTR) continue;
+      MGPU_CHECK(r > 0, "reading ", path, " at byte ", offset, ": ",
+                 r < 0 ? std::strerror(errno) : "unexpected end of file (did it change?)");
+      dst += r;
+      n -= static_cast<std::size_t>(r);
+      offset += static_cast<std::uint64_t>(r);
+    }
+  };
+  // Step 1) the length, then the header it announces (the parser checks both against the
+  // file size before trusting them).
+  std::string head(static_cast<std::size_t>(std::min<std::uint64_t>(8, file_size)), '\0');
+  read_at(head.data(), head.size(), 0);
+  if (head.size() == 8) {
+    std::uint64_t n = 0;
+    for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(head[static_cast<std::size_t>(i)]);
+    if (n <= kMaxHeaderBytes && 8 + n <= file_size) {
+      head.resize(static_cast<std::size_t>(8 + n));
+      read_at(head.data() + 8, static_cast<std::size_t>(n), 8);
+    }
+  }
+  const SafetensorsHeader h = parse_safetensors_header(head, file_size, path);
+  // Step 2) each tensor straight from the file into its buffer.
+  SafetensorsFile out;
+  out.metadata = h.metadata;
+  for (const TensorEntry& e : h.tensors)
+    out.tensors[e.name] = make_tensor(e, device, [&](char* dst, std::size_t n) {
+      read_at(dst, n, h.data_start() + e.begin);
+    });
+  return out;
+}
+
+void save_safetensors(const std::string& path, const TensorDict& tensors,
+                      const Metadata& metadata) {
+  const Layout l = plan(tensors, metadata);
+  const std::string length = length_bytes(l.header.size());
+  std::vector<std::string_view> pieces{length, l.header};
+  for (const Tensor& h : l.host) pieces.push_back(bytes_of(h));
+  atomic_write_file(path, pieces);
+}
+
+}  // namespace mgpu::io

@@ -1,0 +1,66 @@
+// Helpers of the io tests: hand-made safetensors files and bitwise tensor comparison.
+#pragma once
+
+#include <stdlib.h>
+
+#include <cstdint>
+#include <cstring>
+#include <filesystem>
+#include <stdexcept>
+#include <string>
+#include <vector>
+
+#include "mgpu/tensor.h"
+
+namespace mgpu::testing {
+
+/// A file made by hand: the 8-byte little-endian length of `header`, `header`, `data`.
+inline std::string raw_safetensors(const std::string& header, const std::string& data = "") {
+  std::string out(8, '\0');
+  const std::uint64_t n = header.size();
+  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
+  return out + header + data;
+}
+
+/// `n` bytes 0, 1, 2, ... (mod 256).
+inline std::string counting_bytes(std::size_t n) {
+  std::string s(n, '\0');
+  for (std::size_t i = 0; i < n; ++i) s[i] = static_cast<char>(i & 0xFF);
+  return s;
+}
+
+/// The bytes of a tensor (on the host).
+inline std::string tensor_bytes(const Tensor& t) {
+  const Tensor h = t.to(Device::cpu());
+  return std::string(static_cast<const char*>(h.raw_data()), h.nbytes());
+}
+
+/// Same dtype, same shape, same bytes.
+inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
+  return a.dtype() == b.dtype() && a.shape() == b.shape() && tensor_bytes(a) == tensor_bytes(b);
+}
+
+/// A unique empty folder under /tmp for one test; removed by the destructor.
+class TempDir {
+ public:
+  TempDir() {
+    char name[] = "/tmp/mgpu-io-test-XXXXXX";
+    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
+    path_ = name;
+  }
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path_, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  /// The folder's path.
+  const std::string& path() const { return path_; }
+  /// path()/name.
+  std::string file(const std::string& name) const { return path_ + "/" + name; }
+
+ private:
+  std::string path_;
+};
+
+}  // namespace mgpu::testing
