@@ -78,8 +78,10 @@ void DataLoader::stop() {
   if (worker_.joinable()) worker_.join();
 }
 
-void DataLoader::start_epoch(std::int64_t epoch) {
+void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
   stop();
+  MGPU_CHECK(first_batch >= 0 && first_batch <= num_batches(), "DataLoader: cannot start epoch ",
+             epoch, " at batch ", first_batch, "; it has ", num_batches(), " batches");
   std::vector<std::int64_t> order = sampler_->indices(epoch);
   MGPU_CHECK(static_cast<std::int64_t>(order.size()) == epoch_samples_, "DataLoader: the sampler "
              "gave ", order.size(), " indices for epoch ", epoch, " but ", epoch_samples_,
@@ -92,11 +94,11 @@ void DataLoader::start_epoch(std::int64_t epoch) {
     free_.clear();
     for (int i = 0; i < static_cast<int>(slots_.size()); ++i) free_.push_back(i);
   }
-  next_batch_ = 0;
+  next_batch_ = first_batch;
   epoch_batches_ = num_batches();
   wait_seconds_ = 0;
   if (options_.prefetch > 0) {
-    worker_ = std::thread(&DataLoader::produce, this, std::move(order), epoch_batches_);
+    worker_ = std::thread(&DataLoader::produce, this, std::move(order), first_batch, epoch_batches_);
   } else {
     order_ = std::move(order);
   }
@@ -113,8 +115,8 @@ void DataLoader::fill(Slot& slot, const std::vector<std::int64_t>& order, std::i
     y[r] = dataset_->get(order[static_cast<std::size_t>(begin + r)], x + r * sample_numel_);
 }
 
-void DataLoader::produce(std::vector<std::int64_t> order, std::int64_t batches) {
-  for (std::int64_t b = 0; b < batches; ++b) {
+void DataLoader::produce(std::vector<std::int64_t> order, std::int64_t first, std::int64_t batches) {
+  for (std::int64_t b = first; b < batches; ++b) {
     int id;
     {
       std::unique_lock<std::mutex> lock(mutex_);

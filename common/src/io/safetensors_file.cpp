@@ -77,10 +77,21 @@ Tensor make_tensor(const TensorEntry& e, const Device& device, Fill&& fill) {
 
 }  // namespace
 
+std::vector<std::string_view> safetensors_pieces(const TensorDict& tensors, const Metadata& metadata,
+                                                 std::string& head, std::vector<Tensor>& keep) {
+  Layout l = plan(tensors, metadata);
+  head = length_bytes(l.header.size()) + l.header;
+  keep = std::move(l.host);
+  std::vector<std::string_view> pieces{head};
+  for (const Tensor& h : keep) pieces.push_back(bytes_of(h));
+  return pieces;
+}
+
 std::string serialize_safetensors(const TensorDict& tensors, const Metadata& metadata) {
-  const Layout l = plan(tensors, metadata);
-  std::string out = length_bytes(l.header.size()) + l.header;
-  for (const Tensor& h : l.host) out += bytes_of(h);
+  std::string head;
+  std::vector<Tensor> keep;
+  std::string out;
+  for (std::string_view piece : safetensors_pieces(tensors, metadata, head, keep)) out += piece;
   return out;
 }
 
@@ -147,11 +158,9 @@ SafetensorsFile load_safetensors(const std::string& path, const Device& device) 
 
 void save_safetensors(const std::string& path, const TensorDict& tensors,
                       const Metadata& metadata) {
-  const Layout l = plan(tensors, metadata);
-  const std::string length = length_bytes(l.header.size());
-  std::vector<std::string_view> pieces{length, l.header};
-  for (const Tensor& h : l.host) pieces.push_back(bytes_of(h));
-  atomic_write_file(path, pieces);
+  std::string head;
+  std::vector<Tensor> keep;
+  atomic_write_file(path, safetensors_pieces(tensors, metadata, head, keep));
 }
 
 }  // namespace mgpu::io

@@ -20,6 +20,13 @@ void manual_seed(std::uint64_t seed) {
 
 std::uint64_t next_seed() { return mix_seed(g_base_seed.load(), g_counter++); }
 
+SeedSequenceState seed_sequence_state() { return {g_base_seed.load(), g_counter.load()}; }
+
+void set_seed_sequence_state(const SeedSequenceState& state) {
+  g_base_seed = state.base;
+  g_counter = state.drawn;
+}
+
 void uniform_init_(Tensor& t, double bound) { uniform_(t, next_seed(), -bound, bound); }
 
 }  // namespace mgpu::nn

@@ -282,6 +282,33 @@ TEST_CASE("DataLoader: a batch size beyond the data costs the data's memory, not
   CHECK(labels_of(dropped, 0).empty());
 }
 
+TEST_CASE("DataLoader resumes an epoch at a batch (a checkpoint's position)", "[data][loader]") {
+  auto ds = std::make_shared<CountingDataset>(10);
+  DataLoaderOptions o;
+  o.batch_size = 4;
+  o.seed = 2;
+  for (int prefetch : {0, 2}) {
+    o.prefetch = prefetch;
+    DataLoader loader(ds, o);
+    const auto whole = labels_of(loader, 3);  // batches of 4, 4, 2 with -1 after each
+    loader.start_epoch(3, 1);
+    std::vector<std::int64_t> rest;
+    Batch b;
+    std::int64_t first_index = -1;
+    while (loader.next(b)) {
+      if (first_index < 0) first_index = b.index;
+      const auto v = b.labels.to_vector<std::int64_t>();
+      rest.insert(rest.end(), v.begin(), v.end());
+      rest.push_back(-1);
+    }
+    CHECK(first_index == 1);
+    CHECK(rest == std::vector<std::int64_t>(whole.begin() + 5, whole.end()));
+    loader.start_epoch(3, 3);  // at the end: nothing left
+    CHECK_FALSE(loader.next(b));
+    CHECK_THROWS_WITH(loader.start_epoch(3, 4), Catch::Contains("it has 3 batches"));
+  }
+}
+
 TEST_CASE("DataLoader on CUDA delivers the CPU loader's batches", "[gpu][data][loader]") {
   auto ds = std::make_shared<SyntheticDataset>(300, Shape{1, 5, 5}, 4, 2);
   DataLoaderOptions o;

@@ -56,7 +56,9 @@ class DataLoader {
   DataLoader& operator=(const DataLoader&) = delete;
 
   /// Begins epoch `epoch` (its order: sampler->indices(epoch)); stops an unfinished one.
-  void start_epoch(std::int64_t epoch);
+  /// `first_batch` > 0 resumes the epoch there (a checkpoint's position): the batches
+  /// before it are skipped, not read, and next() delivers batch `first_batch` first.
+  void start_epoch(std::int64_t epoch, std::int64_t first_batch = 0);
   /// The next batch of the current epoch; false at its end.
   bool next(Batch& batch);
 
@@ -74,7 +76,7 @@ class DataLoader {
 
  private:
   struct Slot;
-  void produce(std::vector<std::int64_t> order, std::int64_t batches);
+  void produce(std::vector<std::int64_t> order, std::int64_t first, std::int64_t batches);
   void fill(Slot& slot, const std::vector<std::int64_t>& order, std::int64_t batch);
   void stop();
   Batch deliver(Slot& slot, std::int64_t batch);

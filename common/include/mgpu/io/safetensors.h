@@ -132,6 +132,13 @@ SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t 
 /// bytes as the reference implementation's writer.
 std::string serialize_safetensors(const TensorDict& tensors, const Metadata& metadata = {});
 
+/// The bytes of a file for `tensors` and `metadata` as pieces to write one after another,
+/// without copying tensor data on the host: the 8-byte length and header (kept in `head`),
+/// then each tensor's bytes (a host tensor's own memory; other tensors are copied to the
+/// host and kept in `keep`). The pieces are valid while `head`, `keep` and the tensors live.
+std::vector<std::string_view> safetensors_pieces(const TensorDict& tensors, const Metadata& metadata,
+                                                 std::string& head, std::vector<Tensor>& keep);
+
 /// What a safetensors file holds.
 struct SafetensorsFile {
   TensorDict tensors;  ///< every tensor, by name

@@ -17,6 +17,17 @@ void manual_seed(std::uint64_t seed);
 /// The seed for the next initialised tensor (advances the sequence).
 std::uint64_t next_seed();
 
+/// Where the initialisation seed sequence stands, for checkpoints: the seed of the last
+/// manual_seed() and how many seeds next_seed() has handed out since.
+struct SeedSequenceState {
+  std::uint64_t base = 0;   ///< the seed of the last manual_seed()
+  std::uint64_t drawn = 0;  ///< seeds handed out since
+};
+/// The sequence's state now.
+SeedSequenceState seed_sequence_state();
+/// Puts the sequence back where `state` was: the next next_seed() continues from there.
+void set_seed_sequence_state(const SeedSequenceState& state);
+
 /// t <- U(-bound, bound) with the next seed. PyTorch's default for Linear and Conv2d
 /// weights and biases is bound = 1/sqrt(fan_in) (kaiming_uniform with a = sqrt(5)).
 void uniform_init_(Tensor& t, double bound);
