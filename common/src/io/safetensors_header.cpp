@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "mgpu/io/safetensors.h"
+#include "mgpu/io/safetensors_json.h"
 
 namespace mgpu::io {
 
@@ -190,31 +191,6 @@ namespace {
 
 using Json = nlohmann::json;
 
-// Parses the header's JSON; refuses a key that appears twice in any object (nlohmann would
-// silently keep the last one).
-Json parse_json_no_duplicates(std::string_view text, const std::string& file) {
-  std::vector<std::set<std::string>> seen;  // the keys of every open object
-  std::string entry;                        // the top-level key being parsed
-  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
-    if (event == Json::parse_event_t::object_start) seen.emplace_back();
-    if (event == Json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
-    if (event == Json::parse_event_t::key) {
-      const std::string key = parsed.get<std::string>();
-      if (depth == 1) entry = key;
-      if (!seen.empty() && !seen.back().insert(key).second) {
-        if (depth == 1) refuse(file, key, SafetensorsRule::duplicate_name, "the name appears twice");
-        refuse(file, entry, SafetensorsRule::duplicate_name, "key '" + key + "' appears twice");
-      }
-    }
-    return true;
-  };
-  try {
-    return Json::parse(text.begin(), text.end(), on_event);
-  } catch (const Json::exception& e) {
-    refuse(file, "", SafetensorsRule::invalid_json, e.what());
-  }
-}
-
 // A JSON number that is a non-negative integer (nlohmann keeps those as unsigned).
 bool as_u64(const Json& j, std::uint64_t& out) {
   if (!j.is_number_unsigned()) return false;
@@ -258,6 +234,39 @@ std::string range_str(const TensorEntry& t) {
 
 }  // namespace
 
+Json parse_header_json(std::string_view text, const std::string& file) {
+  // No JSON text holds a raw NUL byte, and nlohmann's parser would stop at one and accept
+  // whatever follows (a header padded with NULs instead of spaces, say).
+  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
+    refuse(file, "", SafetensorsRule::invalid_json,
+           "a NUL byte at header byte " + std::to_string(nul));
+  std::vector<std::set<std::string>> seen;  // the keys of every open object
+  std::string entry;                        // the top-level key being parsed
+  auto on_event = [&](int depth, Json::parse_event_t event, Json& parsed) {
+    if (event == Json::parse_event_t::object_start) seen.emplace_back();
+    if (event == Json::parse_event_t::object_end && !seen.empty()) seen.pop_back();
+    if (event == Json::parse_event_t::key) {
+      const std::string key = parsed.get<std::string>();
+      if (depth == 1) entry = key;
+      if (!seen.empty() && !seen.back().insert(key).second) {
+        if (depth == 1) refuse(file, key, SafetensorsRule::duplicate_name, "the name appears twice");
+        refuse(file, entry, SafetensorsRule::duplicate_name, "key '" + key + "' appears twice");
+      }
+    }
+    return true;
+  };
+  Json json;
+  try {
+    json = Json::parse(text.begin(), text.end(), on_event);
+  } catch (const Json::exception& e) {
+    refuse(file, "", SafetensorsRule::invalid_json, e.what());
+  }
+  if (!json.is_object())
+    refuse(file, "", SafetensorsRule::invalid_json,
+           "the header is " + std::string(json.type_name()) + ", not an object");
+  return json;
+}
+
 SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t file_size,
                                            const std::string& file) {
   // Step 1) the 8-byte length, and the header inside the file.
@@ -279,15 +288,7 @@ SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t 
 
   // Step 2) UTF-8, JSON, one object, no name twice.
   if (!is_valid_utf8(text)) refuse(file, "", SafetensorsRule::invalid_utf8, "ill-formed UTF-8");
-  // No JSON text holds a raw NUL byte, and nlohmann's parser would stop at one and accept
-  // whatever follows (a header padded with NULs instead of spaces, say).
-  if (const std::size_t nul = text.find('\0'); nul != std::string_view::npos)
-    refuse(file, "", SafetensorsRule::invalid_json,
-           "a NUL byte at header byte " + std::to_string(nul));
-  const Json json = parse_json_no_duplicates(text, file);
-  if (!json.is_object())
-    refuse(file, "", SafetensorsRule::invalid_json,
-           "the header is " + std::string(json.type_name()) + ", not an object");
+  const Json json = parse_header_json(text, file);
 
   // Step 3) every entry: metadata strings, or a tensor's dtype, shape and offsets.
   SafetensorsHeader h;

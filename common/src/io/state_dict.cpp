@@ -145,4 +145,16 @@ std::uint64_t get_u64(const StateDict& state, const std::string& key, const std:
   return value;
 }
 
+StateDict scalars_to_state(const std::map<std::string, double>& scalars) {
+  StateDict out;
+  for (const auto& [name, value] : scalars) out[name] = scalar_f64(value);
+  return out;
+}
+
+std::map<std::string, double> state_to_scalars(const StateDict& state, const std::string& where) {
+  std::map<std::string, double> out;
+  for (const auto& [name, t] : state) out[name] = get_f64(state, name, where);
+  return out;
+}
+
 }  // namespace mgpu::io

@@ -6,6 +6,9 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
+#include <fstream>
+#include <iterator>
+#include <map>
 #include <stdexcept>
 #include <string>
 #include <vector>
@@ -38,6 +41,33 @@ inline std::string tensor_bytes(const Tensor& t) {
 /// Same dtype, same shape, same bytes.
 inline bool bitwise_equal(const Tensor& a, const Tensor& b) {
   return a.dtype() == b.dtype() && a.shape() == b.shape() && tensor_bytes(a) == tensor_bytes(b);
+}
+
+/// The bytes of f32 values.
+inline std::string f32_bytes(const std::vector<float>& v) {
+  std::string s(v.size() * 4, '\0');
+  std::memcpy(s.data(), v.data(), s.size());
+  return s;
+}
+
+/// A dict with every dtype, names out of dtype order, a 0-d and an empty tensor.
+inline std::map<std::string, Tensor> every_dtype_dict() {
+  std::map<std::string, Tensor> d;
+  d["a_f16"] = Tensor::from_vector<float>({1, 2}, {2}).to(DType::f16);
+  d["b_bf16"] = Tensor::from_vector<float>({3, 4}, {2}).to(DType::bf16);
+  d["c_i32"] = Tensor::from_vector<std::int32_t>({5}, {1});
+  d["d_f32"] = Tensor::from_vector<float>({6}, {1});
+  d["e_f64"] = Tensor::from_vector<double>({7}, {1});
+  d["f_i64"] = Tensor::from_vector<std::int64_t>({8}, {1});
+  d["g_f64"] = Tensor::zeros({0, 3}, DType::f64);
+  d["h_f32"] = Tensor::full({}, 9.0, DType::f32);
+  return d;
+}
+
+/// The whole content of a file ("" when it cannot be read).
+inline std::string slurp(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
 
 /// A unique empty folder under /tmp for one test; removed by the destructor.

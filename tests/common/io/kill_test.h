@@ -35,11 +35,6 @@ struct KillReport {
   std::string error;  ///< the first thing found wrong ("" if none)
 };
 
-inline std::string slurp(const std::string& path) {
-  std::ifstream in(path, std::ios::binary);
-  return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
-}
-
 /// What a killed save must leave in `dir`, where checkpoint `old_name` (content `old_bytes`)
 /// was complete before it started writing `new_name` (`new_bytes`): `latest` names one of
 /// the two, and that file holds exactly its content; every checkpoint file present is

@@ -7,6 +7,7 @@
 
 #include "io_test_util.h"
 #include "kill_test.h"
+#include "mgpu/amp/grad_scaler.h"
 #include "mgpu/io/checkpoint.h"
 #include "resume_harness.h"
 
@@ -152,6 +153,38 @@ TEST_CASE("checkpoint folder: kill -9 at every instant of a save leaves a loadab
   CHECK(r.error.empty());
   CHECK(r.instants >= 8);  // write, fsync, close, rename, fsync x2 for the file and `latest`, ...
   CHECK(r.kills == 2 * r.instants);
+}
+
+TEST_CASE("checkpoint folder: data fsync'ed before its rename, the folder after", "[io][checkpoint]") {
+  TempDir tmp;
+  const std::string dir = tmp.file("run");
+  library_commit(dir, io::checkpoint_name(1), bytes_of_step(1), 1);
+  mgpu::testing::start_syscall_trace();
+  library_commit(dir, io::checkpoint_name(2), bytes_of_step(2), 1);
+  const std::vector<std::string> trace = mgpu::testing::stop_syscall_trace();
+  INFO(Catch::Detail::stringify(trace));
+  CHECK(mgpu::testing::check_save_protocol(trace, dir, io::checkpoint_name(2)) == "");
+  CHECK(trace.back() == "remove " + dir + "/step-00000001.safetensors");  // keep_last 1
+  // And the checker sees a missing fsync: a trace without the folder's.
+  std::vector<std::string> no_dir_sync;
+  for (const std::string& e : trace)
+    if (e != "fsync " + dir) no_dir_sync.push_back(e);
+  CHECK_THAT(mgpu::testing::check_save_protocol(no_dir_sync, dir, io::checkpoint_name(2)),
+             Catch::Contains("no fsync of the folder"));
+}
+
+TEST_CASE("checkpoint extra state: a GradScaler's state_dict through a checkpoint", "[io][checkpoint]") {
+  mgpu::amp::GradScaler scaler;
+  scaler.scale(Tensor::full({1}, 1.0));
+  scaler.update(2048.0);
+  ToyTraining run(nullptr, ToyOptimizer::sgd_momentum);
+  io::TrainingState s = io::capture_training_state(run.model(), run.optimizer(), run.progress());
+  s.extra["scaler"] = io::scalars_to_state(scaler.state_dict());
+  const io::TrainingState back = mgpu::testing::through_bytes(s);
+  mgpu::amp::GradScaler fresh;
+  fresh.load_state_dict(io::state_to_scalars(back.extra.at("scaler"), "scaler"));
+  CHECK(fresh.state_dict() == scaler.state_dict());
+  CHECK(fresh.get_scale() == 2048.0);
 }
 
 TEST_CASE("checkpoint folder: kill -9 at random times while saving", "[io][checkpoint][kill]") {

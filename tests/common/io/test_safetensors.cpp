@@ -6,6 +6,7 @@
 #include <fstream>
 
 #include "io_test_util.h"
+#include "malformed_cases.h"
 #include "mgpu/device.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/ops.h"
@@ -15,23 +16,12 @@ using mgpu::Tensor;
 using mgpu::io::SafetensorsError;
 using mgpu::io::SafetensorsRule;
 using mgpu::testing::bitwise_equal;
-using mgpu::testing::counting_bytes;
+using mgpu::testing::f32_bytes;
+using mgpu::testing::le64;
 using mgpu::testing::raw_safetensors;
 namespace io = mgpu::io;
 
 namespace {
-
-std::string le64(std::uint64_t n) {
-  std::string s(8, '\0');
-  for (int i = 0; i < 8; ++i) s[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return s;
-}
-
-std::string f32_bytes(const std::vector<float>& v) {
-  std::string s(v.size() * 4, '\0');
-  std::memcpy(s.data(), v.data(), s.size());
-  return s;
-}
 
 // Parses `bytes` (named "bad.safetensors") and checks the refusal: its rule, the tensor it
 // names, and that the message carries the file, the tensor and the rule.
@@ -76,15 +66,7 @@ TEST_CASE("safetensors writer: the format's own test vectors, byte for byte", "[
 
 TEST_CASE("safetensors writer: dtype order (largest first), then name; 0-d and empty tensors",
           "[io][safetensors]") {
-  io::TensorDict d;
-  d["a_f16"] = Tensor::from_vector<float>({1, 2}, {2}).to(DType::f16);
-  d["b_bf16"] = Tensor::from_vector<float>({3, 4}, {2}).to(DType::bf16);
-  d["c_i32"] = Tensor::from_vector<std::int32_t>({5}, {1});
-  d["d_f32"] = Tensor::from_vector<float>({6}, {1});
-  d["e_f64"] = Tensor::from_vector<double>({7}, {1});
-  d["f_i64"] = Tensor::from_vector<std::int64_t>({8}, {1});
-  d["g_f64"] = Tensor::zeros({0, 3}, DType::f64);
-  d["h_f32"] = Tensor::full({}, 9.0, DType::f32);
+  const io::TensorDict d = mgpu::testing::every_dtype_dict();
   const std::string bytes = io::serialize_safetensors(d, {{"note", "é \"q\" \n\x01"}});
   const std::string expected_json =
       R"({"__metadata__":{"note":"é \"q\" \n\u0001"},)"
@@ -174,65 +156,12 @@ TEST_CASE("safetensors reader: accepts what the format allows", "[io][safetensor
 
 TEST_CASE("safetensors reader: refuses each malformed file, naming the file, tensor and rule",
           "[io][safetensors]") {
-  const std::string d16 = counting_bytes(16);
-  const auto entry = [](const std::string& name, const std::string& dtype, const std::string& shape,
-                        std::uint64_t b, std::uint64_t e) {
-    return "\"" + name + "\":{\"dtype\":\"" + dtype + "\",\"shape\":" + shape +
-           ",\"data_offsets\":[" + std::to_string(b) + "," + std::to_string(e) + "]}";
-  };
-  SECTION("the length and the header") {
-    expect_refusal("abc", SafetensorsRule::too_small, "");
-    expect_refusal(le64(100'000'001) + "{}", SafetensorsRule::header_too_large, "");
-    expect_refusal(le64(100) + "{}      ", SafetensorsRule::header_past_end, "");
-    expect_refusal(raw_safetensors("{\"\xff\":1}"), SafetensorsRule::invalid_utf8, "");
-    expect_refusal(raw_safetensors("{\"\xed\xa0\x80\":1}"), SafetensorsRule::invalid_utf8, "");  // a surrogate
-    expect_refusal(raw_safetensors("{\"w\":"), SafetensorsRule::invalid_json, "");
-    expect_refusal(raw_safetensors("[1,2]"), SafetensorsRule::invalid_json, "");
-    expect_refusal(raw_safetensors("{}x"), SafetensorsRule::invalid_json, "");
-    expect_refusal(raw_safetensors(std::string("{}\0\0", 4)), SafetensorsRule::invalid_json, "");
+  for (const mgpu::testing::MalformedCase& c : mgpu::testing::malformed_cases()) {
+    INFO(c.what);
+    expect_refusal(c.bytes, c.rule, c.tensor);
   }
-  SECTION("entries") {
-    expect_refusal(raw_safetensors(R"({"w":{"dtype":"F32","shape":[4]}})", d16),
-                   SafetensorsRule::invalid_entry, "w");
-    expect_refusal(raw_safetensors(R"({"w":[1]})", d16), SafetensorsRule::invalid_entry, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[-4]", 0, 16) + "}", d16),
-                   SafetensorsRule::invalid_entry, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[4.0]", 0, 16) + "}", d16),
-                   SafetensorsRule::invalid_entry, "w");
-    expect_refusal(raw_safetensors(R"({"w":{"dtype":"F32","shape":[4],"data_offsets":[0,16,16]}})", d16),
-                   SafetensorsRule::invalid_entry, "w");
-    expect_refusal(raw_safetensors(R"({"__metadata__":{"epoch":3}})"), SafetensorsRule::invalid_entry,
-                   "__metadata__");
-    expect_refusal(raw_safetensors("{" + entry("w", "U8", "[16]", 0, 16) + "}", d16),
-                   SafetensorsRule::unknown_dtype, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "Q7", "[16]", 0, 16) + "}", d16),
-                   SafetensorsRule::unknown_dtype, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[2]", 0, 8) + "," +
-                                   entry("w", "F32", "[2]", 8, 16) + "}", d16),
-                   SafetensorsRule::duplicate_name, "w");
-    expect_refusal(raw_safetensors(R"({"w":{"dtype":"F32","dtype":"F64","shape":[4],"data_offsets":[0,16]}})", d16),
-                   SafetensorsRule::duplicate_name, "w");
-  }
-  SECTION("the data layout") {
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[2]", 8, 0) + "}", d16),
-                   SafetensorsRule::offsets_reversed, "w");
-    expect_refusal(raw_safetensors("{" + entry("a", "F32", "[2]", 0, 8) + "," +
-                                   entry("b", "F32", "[2]", 4, 12) + "}", d16.substr(0, 12)),
-                   SafetensorsRule::overlap, "b");
-    expect_refusal(raw_safetensors("{" + entry("a", "F32", "[1]", 0, 4) + "," +
-                                   entry("b", "F32", "[2]", 8, 16) + "}", d16),
-                   SafetensorsRule::hole, "b");
-    expect_refusal(raw_safetensors("{" + entry("a", "F32", "[1]", 4, 8) + "}", d16.substr(0, 8)),
-                   SafetensorsRule::hole, "a");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[4]", 0, 16) + "}", d16.substr(0, 8)),
-                   SafetensorsRule::past_end, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[3]", 0, 16) + "}", d16),
-                   SafetensorsRule::byte_length, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F64", "[4611686018427387904,8]", 0, 16) + "}", d16),
-                   SafetensorsRule::overflow, "w");
-    expect_refusal(raw_safetensors("{" + entry("w", "F32", "[2]", 0, 8) + "}", d16),
-                   SafetensorsRule::trailing_data, "");
-  }
+  for (const auto& [bytes, count] : mgpu::testing::accepted_cases())
+    CHECK(io::parse_safetensors(bytes, "ok.safetensors").tensors.size() == count);
 }
 
 TEST_CASE("safetensors: a refusal from a file names the file's path", "[io][safetensors]") {

@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <string>
 #include <vector>
 
@@ -61,5 +62,11 @@ std::int64_t get_i64(const StateDict& state, const std::string& key, const std::
 double get_f64(const StateDict& state, const std::string& key, const std::string& where);
 /// The 64 bits stored by scalar_u64.
 std::uint64_t get_u64(const StateDict& state, const std::string& key, const std::string& where);
+
+/// Named doubles (a GradScaler's state_dict(), say) as 0-d f64 tensors: how a component
+/// whose state is a few numbers joins a checkpoint's extra state.
+StateDict scalars_to_state(const std::map<std::string, double>& scalars);
+/// Back to named doubles; every entry must be one f64 value (throws naming `where`).
+std::map<std::string, double> state_to_scalars(const StateDict& state, const std::string& where);
 
 }  // namespace mgpu::io
