@@ -1,0 +1,114 @@
+// Lesson 07, task 3: the atomic save of a checkpoint, and the collective around it.
+#include <fcntl.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+#include <filesystem>
+
+#include "checkpoint_lesson.h"
+
+namespace mgpu::lesson07 {
+
+namespace {
+
+/// "<what>: <the system's reason>" for the errno of the call that just failed.
+[[maybe_unused]] std::string os_error(const std::string& what) {
+  return what + ": " + std::strerror(errno);
+}
+
+/// fsync of a folder: makes the entries created, renamed or removed in it durable.
+[[maybe_unused]] void fsync_folder(const std::string& dir) {
+  const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
+  MGPU_CHECK(fd >= 0, os_error("open " + dir));
+  const bool ok = ::fsync(fd) == 0;
+  const std::string error = ok ? "" : os_error("fsync " + dir);
+  ::close(fd);
+  MGPU_CHECK(ok, error);
+}
+
+/// Writes `bytes` to dir/name so that the name holds the old content or the complete new
+/// content, never anything in between.
+[[maybe_unused]] void atomic_replace(const std::string& dir, const std::string& name,
+                                     const std::string& bytes) {
+  // TODO(task3) BEGIN: a temporary file in `dir` (its name starting with "."), write every
+  // byte (write() may write less than asked), fsync, close, rename over dir/name, fsync
+  // `dir`. On failure remove the temporary file and throw with os_error (about 20 lines).
+  const std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
+  const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  MGPU_CHECK(fd >= 0, os_error("create " + tmp));
+  std::size_t done = 0;
+  while (done < bytes.size()) {
+    const ssize_t n = ::write(fd, bytes.data() + done, bytes.size() - done);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) {
+      const std::string error = os_error("write " + tmp);
+      ::close(fd);
+      ::unlink(tmp.c_str());
+      MGPU_FAIL(error);
+    }
+    done += static_cast<std::size_t>(n);
+  }
+  // The data must be on disk before a name points to it ...
+  const bool synced = ::fsync(fd) == 0;
+  const std::string error = synced ? "" : os_error("fsync " + tmp);
+  if (::close(fd) != 0 || !synced) {
+    ::unlink(tmp.c_str());
+    MGPU_FAIL(synced ? os_error("close " + tmp) : error);
+  }
+  // ... then the name changes in one step ...
+  if (::rename(tmp.c_str(), (dir + "/" + name).c_str()) != 0) {
+    const std::string e = os_error("rename " + tmp + " to " + dir + "/" + name);
+    ::unlink(tmp.c_str());
+    MGPU_FAIL(e);
+  }
+  // ... and the rename, a change of the folder, is made durable with the folder.
+  fsync_folder(dir);
+  // TODO(task3) END
+}
+
+}  // namespace
+
+void commit_checkpoint(const std::string& dir, const std::string& name, const std::string& bytes,
+                       int keep_last) {
+  std::error_code ec;
+  std::filesystem::create_directories(dir, ec);
+  MGPU_CHECK(!ec, "cannot create the checkpoint folder ", dir, ": ", ec.message());
+  // TODO(task3) BEGIN: the checkpoint, then `latest`, then the old checkpoints beyond
+  // keep_last (never before `latest` names the new one) (about 8 lines).
+  atomic_replace(dir, name, bytes);
+  atomic_replace(dir, "latest", name + "\n");
+  if (keep_last > 0) {
+    const std::vector<std::string> all = io::list_checkpoints(dir);  // oldest first
+    for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < all.size(); ++i)
+      if (all[i] != name) std::filesystem::remove(dir + "/" + all[i], ec);
+  }
+  // TODO(task3) END
+}
+
+std::string save_on_rank0(dist::ProcessGroup& group, const std::string& dir, std::int64_t step,
+                          const std::function<std::string()>& serialize, int keep_last) {
+  const std::string name = io::checkpoint_name(step);
+  std::string error;  // rank 0's, if its save failed
+  // TODO(task3) BEGIN: rank 0 serializes and commits (catching its error); then every rank
+  // all_reduces (max) a failure flag on group.device() and waits for it; if it is set,
+  // throw: rank 0 its error, the others a message that rank 0 failed (about 15 lines).
+  if (group.rank() == 0) {
+    try {
+      commit_checkpoint(dir, name, serialize(), keep_last);
+    } catch (const std::exception& e) {
+      error = std::string("saving ") + dir + "/" + name + ": " + e.what();
+    }
+  }
+  Tensor failed = Tensor::full({1}, error.empty() ? 0.0 : 1.0, DType::f32, group.device());
+  group.all_reduce(failed, dist::ReduceOp::max).wait();
+  if (failed.item() != 0) {
+    if (!error.empty()) MGPU_FAIL(error);
+    MGPU_FAIL("saving ", dir, "/", name, " failed on rank 0 (its error is printed there)");
+  }
+  // TODO(task3) END
+  return dir + "/" + name;
+}
+
+}  // namespace mgpu::lesson07

@@ -1,0 +1,111 @@
+// Lesson 07, task 4: what a bit-identical resume needs, captured and put back.
+#include <unordered_map>
+#include <utility>
+#include <vector>
+
+#include "checkpoint_lesson.h"
+#include "mgpu/nn/dropout.h"
+#include "mgpu/nn/init.h"
+
+namespace mgpu::lesson07 {
+
+namespace {
+
+/// Every nn::Dropout of `m`'s tree with its dotted path ("3", "features.2").
+void find_dropouts(nn::Module& m, const std::string& path,
+                   std::vector<std::pair<std::string, nn::Dropout*>>& out) {
+  if (auto* d = dynamic_cast<nn::Dropout*>(&m)) out.emplace_back(path, d);
+  for (const auto& [name, child] : m.children())
+    find_dropouts(*child, path.empty() ? name : path + "." + name, out);
+}
+
+/// For each parameter the optimizer updates: its name in the optimizer (p->name(), which
+/// has "module." in front when the optimizer was built over a DDP wrapper) and its name in
+/// `model` (from model.named_parameters()). Throws for a parameter the model does not have.
+std::vector<std::pair<std::string, std::string>> optimizer_and_model_names(
+    nn::Module& model, const optim::Optimizer& optimizer) {
+  std::unordered_map<const nn::Parameter*, std::string> model_names;
+  for (auto& [name, p] : model.named_parameters()) model_names[p] = name;
+  std::vector<std::pair<std::string, std::string>> out;
+  for (const nn::Parameter* p : optimizer.params()) {
+    auto it = model_names.find(p);
+    MGPU_CHECK(it != model_names.end(), "the optimizer updates '", p->name(),
+               "', which is not a parameter of the model (pass the unwrapped model)");
+    out.emplace_back(p->name(), it->second);
+  }
+  return out;
+}
+
+/// "<to>.<state name>" when `key` is "<from>.<state name>" (state names have no dots:
+/// momentum_buffer, exp_avg, exp_avg_sq, step); "" otherwise.
+[[maybe_unused]] std::string rename_state(const std::string& key, const std::string& from,
+                                          const std::string& to) {
+  if (key.compare(0, from.size() + 1, from + ".") != 0) return "";
+  if (key.find('.', from.size() + 1) != std::string::npos) return "";
+  return to + key.substr(from.size());
+}
+
+}  // namespace
+
+io::TrainingState capture_state(nn::Module& model, const optim::Optimizer& optimizer,
+                                const io::TrainingProgress& progress) {
+  io::TrainingState s;
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  find_dropouts(model, "", dropouts);
+  const auto names = optimizer_and_model_names(model, optimizer);
+  // TODO(task4) BEGIN: fill s.model, s.optimizer (under the model's names), s.progress
+  // (with the optimizer's lr) and s.rng (the seed sequence, each Dropout's seed and calls)
+  // (about 15 lines).
+  s.model = io::module_state_dict(model);
+  for (const auto& [key, t] : optimizer.state())
+    for (const auto& [opt_name, model_name] : names) {
+      const std::string renamed = rename_state(key, opt_name, model_name);
+      if (!renamed.empty()) s.optimizer[renamed] = t;
+    }
+  s.progress = progress;
+  s.progress.lr = optimizer.lr();
+  const nn::SeedSequenceState seq = nn::seed_sequence_state();
+  s.rng.init_base = seq.base;
+  s.rng.init_drawn = seq.drawn;
+  for (const auto& [path, d] : dropouts) s.rng.dropout[path] = {d->seed(), d->calls()};
+  // TODO(task4) END
+  return s;
+}
+
+io::TrainingProgress restore_state(const io::TrainingState& state, nn::Module& model,
+                                   optim::Optimizer& optimizer) {
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  find_dropouts(model, "", dropouts);
+  const auto names = optimizer_and_model_names(model, optimizer);
+  // TODO(task4) BEGIN: load the model strictly, the optimizer's state under its own names
+  // and its lr, every Dropout's calls (check its seed), the seed sequence; return the
+  // progress (about 20 lines).
+  io::load_module_state_dict(model, state.model, /*strict=*/true, "checkpoint");
+  std::map<std::string, Tensor> opt_state;
+  for (const auto& [key, t] : state.optimizer) {
+    bool placed = false;
+    for (const auto& [opt_name, model_name] : names) {
+      const std::string renamed = rename_state(key, model_name, opt_name);
+      if (!renamed.empty()) {
+        opt_state[renamed] = t;
+        placed = true;
+      }
+    }
+    MGPU_CHECK(placed, "checkpoint: optimizer state '", key, "' belongs to no parameter");
+  }
+  optimizer.load_state(opt_state);
+  optimizer.set_lr(state.progress.lr);
+  MGPU_CHECK(dropouts.size() == state.rng.dropout.size(), "checkpoint: ", state.rng.dropout.size(),
+             " Dropout streams saved, the model has ", dropouts.size());
+  for (const auto& [path, d] : dropouts) {
+    auto it = state.rng.dropout.find(path);
+    MGPU_CHECK(it != state.rng.dropout.end() && it->second.first == d->seed(),
+               "checkpoint: no saved stream for Dropout '", path, "' with seed ", d->seed());
+    d->set_calls(it->second.second);
+  }
+  nn::set_seed_sequence_state({state.rng.init_base, state.rng.init_drawn});
+  return state.progress;
+  // TODO(task4) END
+}
+
+}  // namespace mgpu::lesson07

@@ -1,0 +1,138 @@
+// Lesson 07, task 2: the safetensors reader, which trusts nothing in the file.
+#include <algorithm>
+#include <climits>
+#include <cstring>
+#include <vector>
+
+#include "checkpoint_lesson.h"
+#include "mgpu/io/safetensors_json.h"
+
+namespace mgpu::lesson07 {
+
+namespace {
+
+using io::SafetensorsRule;
+
+/// "[begin, end)" for messages.
+[[maybe_unused]] std::string range(const io::TensorEntry& t) {
+  return "[" + std::to_string(t.begin) + ", " + std::to_string(t.end) + ")";
+}
+
+/// A JSON value that is an integer >= 0 (nlohmann keeps those as unsigned numbers).
+[[maybe_unused]] bool unsigned_integer(const nlohmann::json& j, std::uint64_t& out) {
+  if (!j.is_number_unsigned()) return false;
+  out = j.get<std::uint64_t>();
+  return true;
+}
+
+}  // namespace
+
+io::SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& file) {
+  io::SafetensorsFile out;
+  std::vector<io::TensorEntry> entries;
+  std::uint64_t data_start = 0;
+  // TODO(task2) BEGIN: check the length and the header, parse it, check every entry into
+  // `entries` and `out.metadata`, then the data layout; set data_start to 8 + N. Each
+  // refusal through io::refuse names the file, the tensor and the rule (about 75 lines).
+  // Step 1) the 8-byte length N, and a header that fits in the file.
+  if (bytes.size() < 8)
+    io::refuse(file, "", SafetensorsRule::too_small, std::to_string(bytes.size()) + " bytes");
+  std::uint64_t n = 0;
+  for (int i = 7; i >= 0; --i) n = (n << 8) | static_cast<unsigned char>(bytes[static_cast<std::size_t>(i)]);
+  if (n > io::kMaxHeaderBytes)
+    io::refuse(file, "", SafetensorsRule::header_too_large, "N = " + std::to_string(n));
+  if (8 + n > bytes.size())
+    io::refuse(file, "", SafetensorsRule::header_past_end,
+               "N = " + std::to_string(n) + " in a file of " + std::to_string(bytes.size()) + " bytes");
+  const std::string_view text = bytes.substr(8, static_cast<std::size_t>(n));
+  data_start = 8 + n;
+
+  // Step 2) UTF-8, then JSON (one object, no duplicate keys).
+  if (!io::is_valid_utf8(text)) io::refuse(file, "", SafetensorsRule::invalid_utf8, "ill-formed UTF-8");
+  const nlohmann::json header = io::parse_header_json(text, file);
+
+  // Step 3) each entry.
+  for (const auto& [name, value] : header.items()) {
+    if (name == "__metadata__") {
+      if (value.is_null()) continue;
+      if (!value.is_object())
+        io::refuse(file, name, SafetensorsRule::invalid_entry, "not an object of strings");
+      for (const auto& [key, v] : value.items()) {
+        if (!v.is_string())
+          io::refuse(file, name, SafetensorsRule::invalid_entry, "value of '" + key + "' is not a string");
+        out.metadata[key] = v.get<std::string>();
+      }
+      continue;
+    }
+    const auto bad = [&](const std::string& what) {
+      io::refuse(file, name, SafetensorsRule::invalid_entry, what);
+    };
+    if (!value.is_object()) bad("not an object");
+    if (!value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
+      bad("needs dtype, shape and data_offsets");
+    io::TensorEntry e;
+    e.name = name;
+    if (!value["dtype"].is_string()) bad("dtype is not a string");
+    if (!io::dtype_from_safetensors(value["dtype"].get<std::string>(), e.dtype))
+      io::refuse(file, name, SafetensorsRule::unknown_dtype, "dtype " + value["dtype"].dump());
+    if (!value["shape"].is_array()) bad("shape is not an array");
+    for (const nlohmann::json& d : value["shape"]) {
+      std::uint64_t v = 0;
+      if (!unsigned_integer(d, v)) bad("shape holds " + d.dump());
+      if (v > static_cast<std::uint64_t>(INT64_MAX))
+        io::refuse(file, name, SafetensorsRule::overflow, "dimension " + d.dump());
+      e.shape.push_back(static_cast<std::int64_t>(v));
+    }
+    const nlohmann::json& offsets = value["data_offsets"];
+    if (!offsets.is_array() || offsets.size() != 2 || !unsigned_integer(offsets[0], e.begin) ||
+        !unsigned_integer(offsets[1], e.end))
+      bad("data_offsets is " + offsets.dump());
+    entries.push_back(std::move(e));
+  }
+
+  // Step 4) the data: sorted by offsets, the tensors must tile it exactly.
+  std::sort(entries.begin(), entries.end(), [](const io::TensorEntry& a, const io::TensorEntry& b) {
+    if (a.begin != b.begin) return a.begin < b.begin;
+    if (a.end != b.end) return a.end < b.end;
+    return a.name < b.name;
+  });
+  const std::uint64_t data_size = bytes.size() - data_start;
+  std::uint64_t cursor = 0;
+  for (std::size_t i = 0; i < entries.size(); ++i) {
+    const io::TensorEntry& e = entries[i];
+    if (e.end < e.begin) io::refuse(file, e.name, SafetensorsRule::offsets_reversed, range(e));
+    if (e.begin < cursor)
+      io::refuse(file, e.name, SafetensorsRule::overlap, range(e) + " overlaps '" + entries[i - 1].name + "'");
+    if (e.begin > cursor)
+      io::refuse(file, e.name, SafetensorsRule::hole, range(e) + " starts after byte " + std::to_string(cursor));
+    if (e.end > data_size)
+      io::refuse(file, e.name, SafetensorsRule::past_end,
+                 range(e) + " in " + std::to_string(data_size) + " bytes of data");
+    std::uint64_t size = dtype_size(e.dtype);
+    for (std::int64_t d : e.shape) {
+      const auto du = static_cast<std::uint64_t>(d);
+      if (du != 0 && size > UINT64_MAX / du)
+        io::refuse(file, e.name, SafetensorsRule::overflow, "numel x dtype size");
+      size *= du;
+    }
+    if (e.end - e.begin != size)
+      io::refuse(file, e.name, SafetensorsRule::byte_length,
+                 range(e) + " holds " + std::to_string(e.end - e.begin) + " bytes, the tensor " +
+                     std::to_string(size));
+    cursor = e.end;
+  }
+  if (cursor != data_size)
+    io::refuse(file, "", SafetensorsRule::trailing_data,
+               std::to_string(data_size - cursor) + " bytes after the last tensor");
+  // TODO(task2) END
+
+  // Every entry checked: copy each tensor's bytes out of the file.
+  for (const io::TensorEntry& e : entries) {
+    Tensor t = Tensor::empty(e.shape, e.dtype);
+    if (t.nbytes() > 0) std::memcpy(t.raw_data(), bytes.data() + data_start + e.begin, t.nbytes());
+    out.tensors[e.name] = t;
+  }
+  return out;
+}
+
+}  // namespace mgpu::lesson07

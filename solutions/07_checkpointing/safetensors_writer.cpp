@@ -1,0 +1,56 @@
+// Lesson 07, task 1: the safetensors writer, byte for byte the reference implementation's.
+#include <algorithm>
+#include <nlohmann/json.hpp>
+#include <utility>
+#include <vector>
+
+#include "checkpoint_lesson.h"
+
+namespace mgpu::lesson07 {
+
+std::string serialize_safetensors(const io::TensorDict& tensors, const io::Metadata& metadata) {
+  // Every tensor's bytes on the host (a CPU tensor is not copied).
+  std::vector<std::pair<std::string, Tensor>> order;
+  for (const auto& [name, t] : tensors) {
+    MGPU_CHECK(t.defined(), "serialize_safetensors: tensor '", name, "' is undefined");
+    MGPU_CHECK(name != "__metadata__" && io::is_valid_utf8(name), "serialize_safetensors: '",
+               name, "' cannot be a tensor name (reserved, or not UTF-8)");
+    order.emplace_back(name, t.to(Device::cpu()));
+  }
+  // TODO(task1) BEGIN: order the tensors, build the header JSON with their offsets, pad
+  // it with spaces to a multiple of 8, and return length + header + data (about 30 lines).
+  // Step 1) the reference order: dtype rank, largest first, then name.
+  std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
+    const int ra = io::safetensors_dtype_rank(a.second.dtype());
+    const int rb = io::safetensors_dtype_rank(b.second.dtype());
+    return ra != rb ? ra > rb : a.first < b.first;
+  });
+  // Step 2) the header: ordered_json keeps the order of insertion.
+  nlohmann::ordered_json header = nlohmann::ordered_json::object();
+  if (!metadata.empty()) {
+    nlohmann::ordered_json meta = nlohmann::ordered_json::object();
+    for (const auto& [key, value] : metadata) meta[key] = value;
+    header["__metadata__"] = meta;
+  }
+  std::uint64_t offset = 0;
+  for (const auto& [name, t] : order) {
+    nlohmann::ordered_json entry = nlohmann::ordered_json::object();
+    entry["dtype"] = io::safetensors_dtype_name(t.dtype());
+    entry["shape"] = t.shape();
+    entry["data_offsets"] = {offset, offset + t.nbytes()};
+    header[name] = entry;
+    offset += t.nbytes();
+  }
+  std::string text = header.dump();
+  text.append((8 - text.size() % 8) % 8, ' ');
+  // Step 3) the length (8 bytes, little-endian), the header, the data.
+  std::string out(8, '\0');
+  for (int i = 0; i < 8; ++i)
+    out[static_cast<std::size_t>(i)] = static_cast<char>((text.size() >> (8 * i)) & 0xFF);
+  out += text;
+  for (const auto& [name, t] : order) out.append(static_cast<const char*>(t.raw_data()), t.nbytes());
+  return out;
+  // TODO(task1) END
+}
+
+}  // namespace mgpu::lesson07

@@ -1,0 +1,89 @@
+// Lesson 07 across ranks (tools/grade runs it with 2 and 3 ranks; meson test with 1, 2, 3):
+// rank 0 saves, every rank finds the complete file; a failed save fails everywhere; DDP
+// resumes bit-identically from your capture_state and restore_state.
+#include <sys/stat.h>
+#include <stdlib.h>
+
+#include <filesystem>
+#include <fstream>
+
+#include "mgpu/dist/dist.h"
+#include "resume_checks.h"
+
+using mgpu::Tensor;
+using mgpu::testing::ToyOptimizer;
+namespace io = mgpu::io;
+namespace dist = mgpu::dist;
+namespace l07 = mgpu::lesson07;
+
+namespace {
+
+dist::ProcessGroup& cpu_group() {
+  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", mgpu::Device::cpu());
+  return *g;
+}
+
+// A folder every rank sees: rank 0 creates it, the others learn its name.
+std::string shared_temp_dir() {
+  std::vector<std::int32_t> name(64, 0);
+  if (cpu_group().rank() == 0) {
+    char buf[] = "/tmp/mgpu-l07-XXXXXX";
+    if (::mkdtemp(buf) != nullptr) std::memcpy(name.data(), buf, sizeof buf);
+  }
+  Tensor t = Tensor::from_vector(name, {64});
+  cpu_group().broadcast(t, 0).wait();
+  name = t.to_vector<std::int32_t>();
+  return reinterpret_cast<const char*>(name.data());
+}
+
+}  // namespace
+
+TEST_CASE("save_on_rank0: rank 0 writes, every rank then finds the exact file",
+          "[07_checkpointing][task3][points:2]") {
+  dist::ProcessGroup& g = cpu_group();
+  const std::string dir = shared_temp_dir() + "/run";
+  const io::TensorDict small{{"w", Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})},
+                             {"step", Tensor::full({}, 3.0, mgpu::DType::i64)}};
+  const std::string expected = io::serialize_safetensors(small, {{"rank", "0"}});
+  int calls = 0;
+  const std::string path = l07::save_on_rank0(g, dir, 3, [&] {
+    ++calls;
+    return io::serialize_safetensors(small, {{"rank", std::to_string(g.rank())}});
+  }, 2);
+  CHECK(path == dir + "/step-00000003.safetensors");
+  CHECK(calls == (g.rank() == 0 ? 1 : 0));  // rank 0 alone serializes and writes
+  // The collective has returned: on every rank the file is complete, byte for byte.
+  CHECK(mgpu::testing::slurp(path) == expected);
+  CHECK(io::latest_checkpoint(dir) == path);
+  g.barrier().wait();
+  if (g.rank() == 0) std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
+}
+
+TEST_CASE("save_on_rank0: a save that fails on rank 0 fails on every rank",
+          "[07_checkpointing][task3][points:1]") {
+  dist::ProcessGroup& g = cpu_group();
+  const std::string root = shared_temp_dir();
+  if (g.rank() == 0) std::ofstream(root + "/not-a-folder") << "a file where the folder goes";
+  g.barrier().wait();
+  const auto bytes = [] { return io::serialize_safetensors({{"w", Tensor::full({2}, 1.0)}}); };
+  CHECK_NOTHROW(l07::save_on_rank0(g, root + "/run", 1, bytes, 0));  // a good folder works
+  CHECK_THROWS(l07::save_on_rank0(g, root + "/not-a-folder/run", 1, bytes, 0));
+  // Everyone is still in step: one more collective works.
+  Tensor one = Tensor::full({1}, 1.0);
+  g.all_reduce(one).wait();
+  CHECK(one.item() == g.size());
+  g.barrier().wait();
+  if (g.rank() == 0) std::filesystem::remove_all(root);
+}
+
+TEST_CASE("capture_state through DDP: the optimizer state under the model's names",
+          "[07_checkpointing][task4][points:1]") {
+  mgpu::testing::check_capture(&cpu_group(), ToyOptimizer::sgd_momentum, 4);
+  mgpu::testing::check_capture(&cpu_group(), ToyOptimizer::adamw, 7);
+}
+
+TEST_CASE("resume with DDP is bit-identical, mid-epoch and at epoch ends",
+          "[07_checkpointing][task4][points:2]") {
+  for (ToyOptimizer kind : {ToyOptimizer::sgd_momentum, ToyOptimizer::adamw})
+    for (std::int64_t at : {2, 3, 5, 7}) mgpu::testing::check_resume(&cpu_group(), kind, at, 12);
+}
