@@ -53,11 +53,23 @@ void Run::start_epoch(int epoch, double lr, data::DataLoader& loader) {
   epoch_ = epoch;
   lr_ = lr;
   loss_sum_ = 0;
-  correct_ = seen_ = steps_ = 0;
+  correct_ = seen_ = steps_ = resumed_steps_ = resumed_seen_ = 0;
   planned_ = opt_.steps > 0 ? std::min(opt_.steps, batches) : batches;
   progress_.start_epoch(epoch, opt_.epochs, planned_);
   for (const Device& d : devices_) synchronize(d);
   epoch_start_s_ = now_s();
+}
+
+void Run::resume_epoch(int epoch, double lr, data::DataLoader& loader, const EpochSums& sums) {
+  start_epoch(epoch, lr, loader);
+  MGPU_CHECK(sums.steps >= 0 && sums.steps <= planned_, "Run::resume_epoch: step ", sums.steps,
+             " of an epoch of ", planned_, " steps");
+  steps_ = sums.steps;
+  loss_sum_ = sums.loss_sum;
+  correct_ = sums.correct;
+  seen_ = sums.seen;
+  resumed_steps_ = sums.steps;  // done before the resume: not in this run's time
+  resumed_seen_ = sums.seen;
 }
 
 bool Run::next_batch(data::Batch& batch) {
@@ -80,10 +92,10 @@ void Run::step(double loss, std::int64_t samples, std::int64_t correct) {
   ++total_steps_;
   if (progress_.shown()) {
     const double elapsed = now_s() - epoch_start_s_;
-    const double per_step = elapsed / static_cast<double>(steps_);
+    const double per_step = elapsed / static_cast<double>(steps_ - resumed_steps_);
     const std::int64_t left = (planned_ - steps_) + (opt_.epochs - epoch_ - 1) * planned_;
     progress_.update(steps_, loss_sum_ / static_cast<double>(seen_),
-                     elapsed > 0 ? static_cast<double>(seen_ * world_) / elapsed : 0.0,
+                     elapsed > 0 ? static_cast<double>((seen_ - resumed_seen_) * world_) / elapsed : 0.0,
                      per_step * static_cast<double>(left));
   }
 }
@@ -100,9 +112,10 @@ void Run::end_epoch(const EvalResult& test) {
   trace_.span(step_track_, "evaluate", training_end_s_, now_s());  // since end_training()
   // The training numbers of every rank: sums first, means after.
   double loss_sum = loss_sum_, correct = static_cast<double>(correct_), seen = static_cast<double>(seen_);
+  double timed = static_cast<double>(seen_ - resumed_seen_);  // trained in this run's time
   if (group_) {
-    const std::vector<double> s = sum_over_ranks(*group_, {loss_sum, correct, seen});
-    loss_sum = s[0], correct = s[1], seen = s[2];
+    const std::vector<double> s = sum_over_ranks(*group_, {loss_sum, correct, seen, timed});
+    loss_sum = s[0], correct = s[1], seen = s[2], timed = s[3];
   }
   EpochStats s;
   s.epoch = epoch_ + 1;
@@ -113,13 +126,14 @@ void Run::end_epoch(const EvalResult& test) {
   s.train_acc = seen > 0 ? correct / seen : 0;
   s.test_loss = test.loss;
   s.test_acc = test.accuracy;
-  s.samples_per_s = epoch_time_s_ > 0 ? seen / epoch_time_s_ : 0;
-  s.step_ms = steps_ ? 1e3 * epoch_time_s_ / static_cast<double>(steps_) : 0;
+  s.samples_per_s = epoch_time_s_ > 0 ? timed / epoch_time_s_ : 0;
+  const std::int64_t timed_steps = steps_ - resumed_steps_;
+  s.step_ms = timed_steps ? 1e3 * epoch_time_s_ / static_cast<double>(timed_steps) : 0;
   s.data_wait_s = loader_ ? loader_->wait_seconds() : 0;
   s.world_size = world_;
   s.global_batch = opt_.batch_size * world_;
   s.time_s = elapsed_s();
-  trained_samples_ += seen;
+  trained_samples_ += timed;
   last_train_loss_ = s.train_loss;
   last_test_acc_ = s.test_acc;
   dist::log0(epoch_line(s));

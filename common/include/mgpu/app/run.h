@@ -65,6 +65,20 @@ class Run {
   /// (already started with loader.start_epoch). The epoch runs loader.num_batches() steps,
   /// or opt.steps when that is smaller. Throws when the loader has no batch at all.
   void start_epoch(int epoch, double lr, data::DataLoader& loader);
+
+  /// This rank's sums of the epoch in progress: what a checkpoint taken mid-epoch keeps so
+  /// that the resumed epoch reports the same numbers as an uninterrupted one.
+  struct EpochSums {
+    std::int64_t steps = 0;    ///< steps done in the epoch
+    double loss_sum = 0;       ///< sum of loss x samples
+    std::int64_t correct = 0;  ///< samples classified right
+    std::int64_t seen = 0;     ///< samples trained on
+  };
+  /// The sums of the epoch in progress on this rank.
+  EpochSums epoch_sums() const { return {steps_, loss_sum_, correct_, seen_}; }
+  /// start_epoch for an epoch resumed from a checkpoint at step sums.steps (the loader
+  /// started at that batch): the epoch continues from `sums`.
+  void resume_epoch(int epoch, double lr, data::DataLoader& loader, const EpochSums& sums);
   /// Step 1 of every loop: the next batch, false when the epoch is over. The wait is
   /// recorded as a "data wait" span.
   bool next_batch(data::Batch& batch);
@@ -115,6 +129,7 @@ class Run {
   double lr_ = 0, epoch_start_s_ = 0, training_end_s_ = 0, epoch_time_s_ = 0, last_wait_s_ = 0;
   double loss_sum_ = 0;
   std::int64_t correct_ = 0, seen_ = 0, steps_ = 0, planned_ = 0, total_steps_ = 0;
+  std::int64_t resumed_steps_ = 0, resumed_seen_ = 0;  // of an epoch resumed mid-way
   bool counts_correct_ = true;
 
   double train_time_s_ = 0, trained_samples_ = 0;
