@@ -145,7 +145,8 @@ std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
 }
 
 bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const Device& device,
-                     TrainingState& state, std::string* path_out) {
+                     TrainingState& state, std::string* path_out,
+                     const std::function<SafetensorsFile(std::string_view, const std::string&)>& parse) {
   // Step 1) rank 0 decides which file: every rank loads the same one even if `latest`
   // changes meanwhile or another node's view of the folder lags behind.
   std::string path, error;
@@ -171,7 +172,14 @@ bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const 
   // Step 2) every rank reads it, onto its own device.
   TrainingState loaded;
   try {
-    loaded = from_checkpoint_file(load_safetensors(path, device), path);
+    SafetensorsFile f;
+    if (parse) {
+      f = parse(read_file(path), path);
+      for (auto& [name, t] : f.tensors) t = t.to(device);
+    } else {
+      f = load_safetensors(path, device);
+    }
+    loaded = from_checkpoint_file(f, path);
   } catch (const std::exception& e) {
     error = e.what();
   }
@@ -205,7 +213,7 @@ ResumePosition resume_position(const TrainingProgress& saved, int world_size,
   const std::int64_t again = saved.samples_in_epoch - r.step_in_epoch * per_step;
   r.note = "saved with " + std::to_string(saved.world_size) + " rank(s) x batch " +
            std::to_string(saved.batch_size) + ", resuming with " + std::to_string(world_size) +
-           " x " + std::to_string(batch_size) + ": epoch " + std::to_string(saved.epoch) +
+           " x " + std::to_string(batch_size) + ": epoch " + std::to_string(saved.epoch + 1) +
            " continues at step " + std::to_string(r.step_in_epoch) + " (" +
            std::to_string(saved.samples_in_epoch) + " samples of its order already seen; " +
            std::to_string(again) + " of them are seen again). The epoch's order is the same; "
