@@ -4,6 +4,7 @@
 // the verdict of your what_if (task 4) on hardware we do not have.
 //
 //   whatif --allreduce ar.csv --allreduce-ranks 2 --workload one_rank.jsonl --ranks 1,2,3,4
+//     (one_rank.jsonl: `train --breakdown` of a one-rank run; ar.csv: bench_allreduce --csv)
 //   whatif ... --global-batch 256                      strong scaling: G/N samples per rank
 //   whatif ... --measured scaling.jsonl --json out.jsonl   the model's error, for tools/plot
 //   whatif --hardware lessons/09_time_cost/hardware.json --workload one_rank.jsonl
@@ -120,7 +121,7 @@ void predict_hardware(const std::string& path, const Workload* measured_cnn) {
 }
 
 int run(const Options& o) {
-  MGPU_CHECK(!o.workload.empty(), "--workload: give the --metrics file of a one-rank run of "
+  MGPU_CHECK(!o.workload.empty(), "--workload: give the --breakdown file of a one-rank run of "
              "lesson 09's train (its compute and buckets feed the model)");
   std::int64_t batch = 0;
   const Workload w = read_workload(o.workload, &batch);
@@ -163,8 +164,8 @@ int main(int argc, char** argv) {
   Options o;
   CLI::App app{"Lesson 09: the alpha-beta-compute model of a DDP step; predictions for N ranks "
                "and for other hardware, and their error against measured runs."};
-  app.add_option("--workload", o.workload, "metrics file (JSON lines) of a one-rank run of "
-                 "lesson 09's train: per-sample compute, fixed time, buckets");
+  app.add_option("--workload", o.workload, "--breakdown file of a one-rank run of lesson 09's "
+                 "train: per-sample compute, fixed time, buckets");
   app.add_option("--allreduce", o.allreduce_csv, "bench_allreduce --csv file: alpha and beta "
                  "are fitted to its library all_reduce times");
   app.add_option("--allreduce-ranks", o.allreduce_ranks, "ranks the CSV was measured with")

@@ -38,27 +38,47 @@ std::vector<json> read_json_lines(const std::string& path) {
 }  // namespace
 
 Workload read_workload(const std::string& path, std::int64_t* batch) {
-  const std::vector<json> lines = read_json_lines(path);
-  const json* last = nullptr;
-  for (const json& j : lines)
-    if (j.contains("phases_ms")) last = &j;
-  MGPU_CHECK(last, path, ": no epoch line with 'phases_ms' (is it the --metrics file of "
-             "lesson 09's train?)");
-  const json& j = *last;
-  MGPU_CHECK(field(j, "world_size", path).get<int>() == 1, path, ": a run on ",
-             j.at("world_size").get<int>(), " ranks; the model's compute comes from a one-rank run");
-  const auto b = field(j, "batch_per_rank", path).get<std::int64_t>();
+  // The measured steps of the run (a one-rank run: rank 0 is all of it).
+  std::vector<json> steps;
+  for (const json& j : read_json_lines(path))
+    if (j.value("measured", false) && j.value("synchronized", true)) steps.push_back(j);
+  MGPU_CHECK(!steps.empty(), path, ": no measured step (is it the --breakdown file of lesson "
+             "09's train, with more steps than --warmup-steps?)");
+  for (const json& j : steps)
+    MGPU_CHECK(field(j, "rank", path).get<int>() == 0, path, ": steps of rank ",
+               j.at("rank").get<int>(), "; the model's compute comes from a one-rank run");
+  const auto b = field(steps[0], "batch", path).get<std::int64_t>();
   if (batch) *batch = b;
-  const json ph = field(j, "phases_ms", path);
-  Workload w;
-  w.forward_s_per_sample = 1e-3 * field(ph, "forward", path).get<double>() / static_cast<double>(b);
-  w.backward_s_per_sample = 1e-3 * field(ph, "backward", path).get<double>() / static_cast<double>(b);
-  w.fixed_s = 1e-3 * (field(ph, "data_wait", path).get<double>() + field(ph, "h2d", path).get<double>() +
-                      field(ph, "optimizer", path).get<double>() + field(ph, "other", path).get<double>());
-  for (const json& bucket : field(j, "buckets", path)) {
-    w.bucket_bytes.push_back(field(bucket, "bytes", path).get<double>());
-    w.bucket_ready.push_back(std::min(1.0, std::max(0.0, field(bucket, "ready", path).get<double>())));
+  // Means over the steps; the buckets of the last step (DDP rebuilt them after the first).
+  double forward = 0, backward = 0, fixed = 0;
+  const std::size_t n_buckets = field(steps.back(), "buckets", path).size();
+  std::vector<double> ready(n_buckets, 0.0);
+  std::size_t same_layout = 0;
+  for (const json& j : steps) {
+    const json ph = field(j, "phases_ms", path);
+    forward += field(ph, "forward", path).get<double>();
+    backward += field(ph, "backward", path).get<double>();
+    fixed += field(ph, "data_wait", path).get<double>() + field(ph, "h2d", path).get<double>() +
+             field(ph, "optimizer", path).get<double>() + field(ph, "other", path).get<double>();
+    const json& buckets = j.at("buckets");
+    if (buckets.size() != n_buckets) continue;
+    ++same_layout;
+    for (std::size_t k = 0; k < n_buckets; ++k)
+      ready[k] += std::min(1.0, std::max(0.0, field(buckets[k], "ready", path).get<double>()));
   }
+  const double n = static_cast<double>(steps.size()), per_sample = 1e-3 / static_cast<double>(b);
+  Workload w;
+  w.forward_s_per_sample = forward / n * per_sample;
+  w.backward_s_per_sample = backward / n * per_sample;
+  w.fixed_s = 1e-3 * fixed / n;
+  const json& last = steps.back().at("buckets");
+  for (std::size_t k = 0; k < n_buckets; ++k) {
+    w.bucket_bytes.push_back(field(last[k], "bytes", path).get<double>());
+    w.bucket_ready.push_back(ready[k] / static_cast<double>(same_layout));
+  }
+  // Launch order is the model's order; averaged shares can wobble out of it by rounding.
+  for (std::size_t k = 1; k < n_buckets; ++k)
+    w.bucket_ready[k] = std::max(w.bucket_ready[k], w.bucket_ready[k - 1]);
   return w;
 }
 

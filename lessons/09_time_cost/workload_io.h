@@ -12,10 +12,10 @@
 
 namespace mgpu::lesson09 {
 
-/// The Workload of the last epoch line of a `train --metrics` file (a one-rank run): its
-/// mean forward and backward per sample, the rest of the step as fixed time, its buckets
-/// (bytes, and the share of backward done when each was launched). `batch` gets the run's
-/// per-rank batch. Throws mgpu::Error naming the file and the missing field.
+/// The Workload of a one-rank run's `train --breakdown` file: the mean forward and backward
+/// per sample of its measured steps, the rest of the step as fixed time, and its buckets
+/// (bytes, and the mean share of backward done when each was launched). `batch` gets the
+/// run's per-rank batch. Throws mgpu::Error naming the file and what is missing.
 Workload read_workload(const std::string& metrics_path, std::int64_t* batch);
 
 /// alpha and beta fitted (lesson 04's fit_alpha_beta) to the library all_reduce column of

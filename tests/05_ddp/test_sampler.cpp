@@ -109,7 +109,7 @@ TEST_CASE("task5: a DataLoader follows set_epoch, not its own epoch count: forge
   auto sampler = std::make_shared<DistributedSampler>(40, 2, 1, /*shuffle=*/true, /*seed=*/3);
   mgpu::data::DataLoaderOptions o;
   o.batch_size = 8;
-  o.prefetch = 0;
+  o.num_workers = 0;
   mgpu::data::DataLoader loader(std::make_shared<Numbers>(40), o, sampler);
   const Indices first = one_epoch(loader, 0);
   CHECK(first == sampler->indices());

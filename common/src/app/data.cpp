@@ -40,6 +40,7 @@ std::unique_ptr<data::DataLoader> train_loader(const Data& data, const Options& 
   lo.seed = opt.seed;
   lo.device = device;
   lo.drop_last = drop_last;
+  lo.pin_memory = device.is_cuda();  // PyTorch's advice for a GPU: an asynchronous copy
   if (!sampler) sampler = std::make_shared<data::RandomSampler>(data.train_samples, true, opt.seed);
   return std::make_unique<data::DataLoader>(data.train, lo, std::move(sampler));
 }
@@ -70,6 +71,7 @@ std::unique_ptr<data::DataLoader> test_loader(const Data& data, const Device& de
   lo.batch_size = batch_size;
   lo.shuffle = false;
   lo.device = device;
+  lo.pin_memory = device.is_cuda();
   std::shared_ptr<const data::Sampler> sampler;
   if (split_over)
     sampler = std::make_shared<StridedSampler>(data.test->size(), split_over->size(),

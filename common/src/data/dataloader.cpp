@@ -1,5 +1,9 @@
-// DataLoader: a producer thread fills host buffers ("slots") in batch order; next() hands
-// them to the consumer, copying to the device (asynchronously from pinned memory on CUDA).
+// DataLoader: worker threads fill host buffers ("slots") with whole batches; next() hands
+// them out in batch order, copying to the device (asynchronously from pinned memory on
+// CUDA). Worker w owns prefetch_factor slots and loads batches w, w + N, w + 2N, ... in
+// order (counted from the epoch's first batch), so the batch next() needs is always the
+// oldest one its worker holds: it is ready
+// or being loaded, never stuck behind later batches (no deadlock whatever the timing).
 #include "mgpu/data/dataloader.h"
 
 #include <algorithm>
@@ -9,16 +13,24 @@
 
 namespace mgpu::data {
 
-/// One host buffer for a batch, reused round-robin between producer and consumer.
+/// One host buffer for a batch, reused by its worker.
 struct DataLoader::Slot {
-  Tensor inputs;  // f32 [slot_rows_, sample_shape...], pinned when the device is CUDA
+  Tensor inputs;  // f32 [slot_rows_, sample_shape...], pinned with pin_memory
   Tensor labels;  // i64 [slot_rows_]
   std::int64_t rows = 0;
-  // Set after the asynchronous copy out of this slot; the producer waits on it before
+  // Set after the asynchronous copy out of this slot; the worker waits on it before
   // overwriting the slot (the GPU may still be reading it).
   std::unique_ptr<Event> copied;
   bool copy_pending = false;
 };
+
+namespace {
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+}  // namespace
 
 DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions options,
                        std::shared_ptr<const Sampler> sampler)
@@ -26,7 +38,14 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   MGPU_CHECK(dataset_ != nullptr, "DataLoader: dataset is null");
   MGPU_CHECK(options_.batch_size > 0, "DataLoader: batch_size must be positive, got ",
              options_.batch_size);
-  MGPU_CHECK(options_.prefetch >= 0, "DataLoader: prefetch must be >= 0, got ", options_.prefetch);
+  MGPU_CHECK(options_.num_workers >= 0, "DataLoader: num_workers must be >= 0, got ",
+             options_.num_workers);
+  // PyTorch's rule: prefetch_factor only means something when workers load ahead.
+  MGPU_CHECK(options_.num_workers > 0 || !options_.prefetch_factor,
+             "DataLoader: prefetch_factor is given but num_workers is 0; with no workers "
+             "nothing loads ahead: set num_workers > 0 or leave prefetch_factor out");
+  const int per_worker = options_.prefetch_factor.value_or(2);
+  MGPU_CHECK(per_worker >= 1, "DataLoader: prefetch_factor must be >= 1, got ", per_worker);
   if (!sampler_)
     sampler_ = std::make_shared<RandomSampler>(dataset_->size(), options_.shuffle, options_.seed);
   sample_shape_ = dataset_->sample_shape();
@@ -39,18 +58,22 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   Shape batch_shape = sample_shape_;
   batch_shape.insert(batch_shape.begin(), slot_rows_);
   const bool cuda = options_.device.is_cuda();
-  const int num_slots = options_.prefetch + 1;
+  // Pinned (page-locked) memory lets the GPU's copy engine read the batch directly, so the
+  // copy can run while the host goes on; pageable memory is staged, and the host waits.
+  const bool pinned = options_.pin_memory && cuda;
+  const int num_slots = options_.num_workers > 0 ? options_.num_workers * per_worker : 1;
   for (int i = 0; i < num_slots; ++i) {
     auto slot = std::make_unique<Slot>();
-    // Pinned (page-locked) memory lets the GPU's copy engine read the batch directly,
-    // so the copy can run while the host goes on; pageable memory would be staged.
-    slot->inputs = cuda ? Tensor::empty_pinned(batch_shape, DType::f32)
-                        : Tensor::empty(batch_shape, DType::f32);
-    slot->labels = cuda ? Tensor::empty_pinned({slot_rows_}, DType::i64)
-                        : Tensor::empty({slot_rows_}, DType::i64);
-    if (cuda) slot->copied = std::make_unique<Event>();
+    slot->inputs = pinned ? Tensor::empty_pinned(batch_shape, DType::f32)
+                          : Tensor::empty(batch_shape, DType::f32);
+    slot->labels = pinned ? Tensor::empty_pinned({slot_rows_}, DType::i64)
+                          : Tensor::empty({slot_rows_}, DType::i64);
+    if (pinned) slot->copied = std::make_unique<Event>();
     slots_.push_back(std::move(slot));
   }
+  workers_.resize(static_cast<std::size_t>(options_.num_workers));
+  for (int w = 0; w < options_.num_workers; ++w)
+    for (int k = 0; k < per_worker; ++k) workers_[w].slots.push_back(w * per_worker + k);
 }
 
 DataLoader::~DataLoader() {
@@ -75,7 +98,8 @@ void DataLoader::stop() {
     stopping_ = true;
   }
   changed_.notify_all();
-  if (worker_.joinable()) worker_.join();
+  for (Worker& w : workers_)
+    if (w.thread.joinable()) w.thread.join();
 }
 
 void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
@@ -90,58 +114,58 @@ void DataLoader::start_epoch(std::int64_t epoch, std::int64_t first_batch) {
     std::lock_guard<std::mutex> lock(mutex_);
     stopping_ = false;
     error_ = nullptr;
-    ready_.clear();
-    free_.clear();
-    for (int i = 0; i < static_cast<int>(slots_.size()); ++i) free_.push_back(i);
+    for (Worker& w : workers_) {
+      w.ready.clear();
+      w.free.assign(w.slots.begin(), w.slots.end());
+    }
   }
-  next_batch_ = first_batch;
+  order_ = std::move(order);
+  first_batch_ = next_batch_ = first_batch;
   epoch_batches_ = num_batches();
   wait_seconds_ = 0;
-  if (options_.prefetch > 0) {
-    worker_ = std::thread(&DataLoader::produce, this, std::move(order), first_batch, epoch_batches_);
-  } else {
-    order_ = std::move(order);
-  }
+  for (int w = 0; w < static_cast<int>(workers_.size()); ++w)
+    workers_[w].thread = std::thread(&DataLoader::produce, this, w, first_batch, epoch_batches_);
 }
 
-void DataLoader::fill(Slot& slot, const std::vector<std::int64_t>& order, std::int64_t batch) {
+void DataLoader::fill(Slot& slot, std::int64_t batch) {
+  if (slot.copy_pending) {
+    slot.copied->synchronize();
+    slot.copy_pending = false;
+  }
   const std::int64_t begin = batch * options_.batch_size;
   const std::int64_t end =
-      std::min<std::int64_t>(begin + options_.batch_size, static_cast<std::int64_t>(order.size()));
+      std::min<std::int64_t>(begin + options_.batch_size, static_cast<std::int64_t>(order_.size()));
   slot.rows = end - begin;
   float* x = slot.inputs.data<float>();
   std::int64_t* y = slot.labels.data<std::int64_t>();
   for (std::int64_t r = 0; r < slot.rows; ++r)
-    y[r] = dataset_->get(order[static_cast<std::size_t>(begin + r)], x + r * sample_numel_);
+    y[r] = dataset_->get(order_[static_cast<std::size_t>(begin + r)], x + r * sample_numel_);
 }
 
-void DataLoader::produce(std::vector<std::int64_t> order, std::int64_t first, std::int64_t batches) {
-  for (std::int64_t b = first; b < batches; ++b) {
+void DataLoader::produce(int worker, std::int64_t first, std::int64_t batches) {
+  Worker& me = workers_[static_cast<std::size_t>(worker)];
+  const std::int64_t n = static_cast<std::int64_t>(workers_.size());
+  for (std::int64_t b = first + worker; b < batches; b += n) {
     int id;
     {
       std::unique_lock<std::mutex> lock(mutex_);
-      changed_.wait(lock, [&] { return stopping_ || !free_.empty(); });
+      changed_.wait(lock, [&] { return stopping_ || !me.free.empty(); });
       if (stopping_) return;
-      id = free_.front();
-      free_.pop_front();
+      id = me.free.front();
+      me.free.pop_front();
     }
-    Slot& slot = *slots_[static_cast<std::size_t>(id)];
     try {
-      if (slot.copy_pending) {
-        slot.copied->synchronize();
-        slot.copy_pending = false;
-      }
-      fill(slot, order, b);
+      fill(*slots_[static_cast<std::size_t>(id)], b);
     } catch (...) {
       std::lock_guard<std::mutex> lock(mutex_);
-      error_ = std::current_exception();
-      ready_.push_back(-1);  // tells next() to rethrow
+      if (!error_) error_ = std::current_exception();
+      me.ready.push_back(-1);  // tells next() to rethrow when this batch is due
       changed_.notify_all();
       return;
     }
     {
       std::lock_guard<std::mutex> lock(mutex_);
-      ready_.push_back(id);
+      me.ready.push_back(id);
     }
     changed_.notify_all();
   }
@@ -156,8 +180,9 @@ Batch DataLoader::deliver(Slot& slot, std::int64_t batch) {
   out.index = batch;
   out.inputs = Tensor::empty(shape, DType::f32, options_.device);
   out.labels = Tensor::empty({slot.rows}, DType::i64, options_.device);
-  if (options_.device.is_cuda()) {
-    // Queued on the stream the training step's kernels use, so they run after the copy.
+  if (slot.copied) {
+    // Pinned and bound for a GPU: queued on the stream the training step's kernels use, so
+    // they run after the copy; the worker reuses the slot once the copy is done.
     Stream stream = Stream::current(options_.device);
     copy_async(out.inputs, host_x, stream);
     copy_async(out.labels, host_y, stream);
@@ -172,30 +197,29 @@ Batch DataLoader::deliver(Slot& slot, std::int64_t batch) {
 
 bool DataLoader::next(Batch& batch) {
   if (next_batch_ >= epoch_batches_) return false;
-  if (options_.prefetch == 0) {
+  const auto t0 = std::chrono::steady_clock::now();
+  if (workers_.empty()) {  // num_workers = 0: load it here, the step waits for every sample
     Slot& slot = *slots_[0];
-    if (slot.copy_pending) {
-      slot.copied->synchronize();
-      slot.copy_pending = false;
-    }
-    fill(slot, order_, next_batch_);
+    fill(slot, next_batch_);
+    wait_seconds_ += seconds_since(t0);
     batch = deliver(slot, next_batch_++);
     return true;
   }
+  const std::int64_t n = static_cast<std::int64_t>(workers_.size());
+  Worker& w = workers_[static_cast<std::size_t>((next_batch_ - first_batch_) % n)];
   int id;
   {
     std::unique_lock<std::mutex> lock(mutex_);
-    const auto t0 = std::chrono::steady_clock::now();
-    changed_.wait(lock, [&] { return !ready_.empty(); });
-    wait_seconds_ += std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    id = ready_.front();
+    changed_.wait(lock, [&] { return !w.ready.empty(); });
+    wait_seconds_ += seconds_since(t0);
+    id = w.ready.front();
     if (id < 0) std::rethrow_exception(error_);  // left queued: later calls throw it again
-    ready_.pop_front();
+    w.ready.pop_front();
   }
   batch = deliver(*slots_[static_cast<std::size_t>(id)], next_batch_++);
   {
     std::lock_guard<std::mutex> lock(mutex_);
-    free_.push_back(id);
+    w.free.push_back(id);
   }
   changed_.notify_all();
   return true;

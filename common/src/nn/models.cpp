@@ -17,6 +17,7 @@ const std::vector<ModelInfo>& model_catalog() {
       {"deep-mlp", "784-512-512-256-256-10 MLP"},
       {"cnn", "conv blocks of 32 and 64 channels with BatchNorm2d, then 3136-128-10"},
       {"cnn-small", "conv blocks of 16 and 32 channels with BatchNorm2d, then 1568-10"},
+      {"wide-mlp", "784-1024x9-10 MLP: 35 MiB of gradients, several DDP buckets"},
   };
   return catalog;
 }
@@ -69,6 +70,11 @@ std::shared_ptr<Sequential> make_model(const std::string& name, const Shape& sam
   if (name == "mlp") add_mlp(*m, linear, features, {256, 128, num_classes}, false);
   if (name == "mlp-bn") add_mlp(*m, linear, features, {256, 128, num_classes}, true);
   if (name == "deep-mlp") add_mlp(*m, linear, features, {512, 512, 256, 256, num_classes}, false);
+  if (name == "wide-mlp") {
+    std::vector<std::int64_t> widths(9, 1024);  // 4 MiB of f32 gradients per 1024x1024 layer
+    widths.push_back(num_classes);
+    add_mlp(*m, linear, features, widths, false);
+  }
   if (name == "cnn" || name == "cnn-small") {
     MGPU_CHECK(sample_shape.size() == 3 && sample_shape[1] % 4 == 0 && sample_shape[2] % 4 == 0,
                "model '", name, "' needs image samples [C, H, W] with H and W divisible by 4, got ",

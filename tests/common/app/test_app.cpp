@@ -342,11 +342,13 @@ TEST_CASE("Run: epochs of metrics, a trace with the loop's spans, no batch is an
 TEST_CASE("the model catalogue: each name once, with its layers", "[app][models]") {
   std::set<std::string> names;
   for (const nn::ModelInfo& m : nn::model_catalog()) names.insert(m.name);
-  CHECK(names == std::set<std::string>{"mlp", "mlp-bn", "deep-mlp", "cnn", "cnn-small"});
+  CHECK(names == std::set<std::string>{"mlp", "mlp-bn", "deep-mlp", "cnn", "cnn-small", "wide-mlp"});
   // Parameter counts follow from the layers listed in models.h.
   CHECK(nn::make_model("mlp")->num_parameters() == 784 * 256 + 256 + 256 * 128 + 128 + 128 * 10 + 10);
   CHECK(nn::make_model("mlp-bn")->num_parameters() == nn::make_model("mlp")->num_parameters() + 2 * 256);
   CHECK(nn::make_model("deep-mlp")->num_parameters() == 864266);
+  CHECK(nn::make_model("wide-mlp")->num_parameters() ==
+        (784 * 1024 + 1024) + 8 * (1024 * 1024 + 1024) + (1024 * 10 + 10));
   CHECK(nn::make_model("cnn")->num_parameters() ==
         (9 * 32 + 32) + 2 * 32 + (9 * 32 * 64 + 64) + 2 * 64 + (3136 * 128 + 128) + (128 * 10 + 10));
   CHECK(nn::make_model("cnn-small")->num_parameters() ==

@@ -215,9 +215,10 @@ TEST_CASE("DataLoader batches in a fixed order, with or without prefetching", "[
   DataLoaderOptions o;
   o.batch_size = 4;
   o.seed = 5;
-  o.prefetch = 0;
+  o.num_workers = 0;
   DataLoader sync(ds, o);
-  o.prefetch = 3;
+  o.num_workers = 1;
+  o.prefetch_factor = 3;
   DataLoader async(ds, o);
   CHECK(sync.num_batches() == 3);
   for (std::int64_t epoch : {0, 1, 2}) {
@@ -287,8 +288,9 @@ TEST_CASE("DataLoader resumes an epoch at a batch (a checkpoint's position)", "[
   DataLoaderOptions o;
   o.batch_size = 4;
   o.seed = 2;
-  for (int prefetch : {0, 2}) {
-    o.prefetch = prefetch;
+  for (int workers : {0, 1, 2}) {  // 2 workers: each counts its batches from the first one
+    CAPTURE(workers);
+    o.num_workers = workers;
     DataLoader loader(ds, o);
     const auto whole = labels_of(loader, 3);  // batches of 4, 4, 2 with -1 after each
     loader.start_epoch(3, 1);
@@ -314,16 +316,25 @@ TEST_CASE("DataLoader on CUDA delivers the CPU loader's batches", "[gpu][data][l
   DataLoaderOptions o;
   o.batch_size = 64;
   DataLoader cpu(ds, o);
-  o.device = Device::cuda(0);
-  DataLoader gpu(ds, o);
-  cpu.start_epoch(1);
-  gpu.start_epoch(1);
-  Batch a, b;
-  while (cpu.next(a)) {
-    REQUIRE(gpu.next(b));
-    CHECK(b.inputs.device() == Device::cuda(0));
-    CHECK(b.inputs.to_vector<float>() == a.inputs.to_vector<float>());
-    CHECK(b.labels.to_vector<std::int64_t>() == a.labels.to_vector<std::int64_t>());
+  // Loaded in next() from pageable memory, and by two workers into pinned memory (the
+  // asynchronous copy), over two epochs.
+  for (bool workers_and_pinned : {false, true}) {
+    CAPTURE(workers_and_pinned);
+    o.device = Device::cuda(0);
+    o.num_workers = workers_and_pinned ? 2 : 0;
+    o.pin_memory = workers_and_pinned;
+    DataLoader gpu(ds, o);
+    for (std::int64_t epoch : {1, 2}) {
+      cpu.start_epoch(epoch);
+      gpu.start_epoch(epoch);
+      Batch a, b;
+      while (cpu.next(a)) {
+        REQUIRE(gpu.next(b));
+        CHECK(b.inputs.device() == Device::cuda(0));
+        CHECK(b.inputs.to_vector<float>() == a.inputs.to_vector<float>());
+        CHECK(b.labels.to_vector<std::int64_t>() == a.labels.to_vector<std::int64_t>());
+      }
+      CHECK_FALSE(gpu.next(b));
+    }
   }
-  CHECK_FALSE(gpu.next(b));
 }

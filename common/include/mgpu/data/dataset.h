@@ -16,7 +16,7 @@ namespace mgpu::data {
 enum class Split { train, test };
 
 /// A list of labelled samples, read by index. get() must be safe to call from several
-/// threads at once (the DataLoader calls it from its prefetch thread).
+/// threads at once (the DataLoader's workers call it concurrently).
 class Dataset {
  public:
   virtual ~Dataset() = default;

@@ -9,6 +9,8 @@
 ///              Flatten, 3136-128-10                                             01, 05
 ///   cnn-small  2 x [Conv2d 3x3 (16, 32 channels), BatchNorm2d, ReLU, MaxPool2d 2],
 ///              Flatten, 1568-10                                                 02
+///   wide-mlp   Flatten, 784-1024x9-10, ReLU between (35 MiB of gradients: several
+///              DDP buckets at the default cap)                                  09
 ///
 /// A program accepts the names that make sense for it; `--help` lists them.
 #pragma once
