@@ -134,6 +134,13 @@ def write(args, name, rows):
     return path
 
 
+def load_note(rows):
+    """The load next to the numbers, for a plot's title."""
+    lo = min(r["load"][0] for r in rows)
+    hi = max(r["load"][1] for r in rows)
+    return f"\n(load average {lo:.1f} .. {hi:.1f} on {os.cpu_count()} cores; medians of runs in turns)"
+
+
 def plot(args, kind, inputs, png, *extra):
     cmd = [sys.executable, os.path.join(ROOT, "tools", "plot"), kind] + inputs + \
           ["-o", os.path.join(args.out, png)] + list(extra)
@@ -154,7 +161,7 @@ def sweep_batch(args, runner):
     print_table("batch size (2 ranks, CNN)", rows)
     path = write(args, "batch", rows)
     plot(args, "breakdown", [path], "batch_breakdown.png", "--title",
-         "per-rank batch size: where a step's time goes (2 ranks, CNN)")
+         "per-rank batch size: where a step's time goes (2 ranks, CNN)" + load_note(rows))
 
 
 def sweep_buckets(args, runner):
@@ -168,9 +175,9 @@ def sweep_buckets(args, runner):
     print_table("bucket cap (2 ranks, wide MLP)", rows, [("n_buckets", "{:d}")])
     path = write(args, "buckets", rows)
     plot(args, "breakdown", [path], "buckets_breakdown.png", "--title",
-         "bucket cap: where a step's time goes (2 ranks, wide MLP)")
+         "bucket cap: where a step's time goes (2 ranks, wide MLP)" + load_note(rows))
     plot(args, "sweep", [path], "buckets.png", "--y", "step_ms,exposed_comm,backward",
-         "--xlabel", "bucket cap (MiB)", "--title", "bucket cap sweep (2 ranks, wide MLP)")
+         "--xlabel", "bucket cap (MiB)", "--title", "bucket cap sweep (2 ranks, wide MLP)" + load_note(rows))
 
 
 def sweep_accumulate(args, runner):
@@ -179,7 +186,9 @@ def sweep_accumulate(args, runner):
                for k in (1, 2, 4, 8)]
     rows = measure(runner, configs, args.repeats)
     print_table("no_sync accumulation (2 ranks, CNN): time per micro-batch step", rows)
-    write(args, "accumulate", rows)
+    path = write(args, "accumulate", rows)
+    plot(args, "breakdown", [path], "accumulate_breakdown.png", "--title",
+         "no_sync: all-reduce every K micro-batches (2 ranks, CNN)" + load_note(rows))
     acc = [(f"sync every {k}", k, 2, ["--model", "mlp", "--epochs", str(args.accuracy_epochs),
                                        "--accumulate", str(k), "--warmup-steps", "0"])
            for k in (1, 2, 4, 8)]
@@ -209,7 +218,7 @@ def sweep_data(args, runner):
                 "read)", rows)
     path = write(args, "data", rows)
     plot(args, "breakdown", [path], "data_breakdown.png", "--title",
-         "data loading: workers, pinned memory, slow storage (2 ranks, CNN)")
+         "data loading: workers, pinned memory, slow storage (2 ranks, CNN)" + load_note(rows))
 
 
 def sweep_precision(args, runner):
@@ -217,7 +226,9 @@ def sweep_precision(args, runner):
                ("bf16", 16, 2, common_flags(args, "cnn") + ["--precision", "bf16"])]
     rows = measure(runner, configs, args.repeats)
     print_table("precision (2 ranks, CNN)", rows)
-    write(args, "precision", rows)
+    path = write(args, "precision", rows)
+    plot(args, "breakdown", [path], "precision_breakdown.png", "--title",
+         "fp32 vs bf16 autocast (2 ranks, CNN)" + load_note(rows))
 
 
 def sweep_backend(args, runner):
@@ -255,21 +266,36 @@ def sweep_scaling(args, runner):
     if not link:
         print("\n(no --allreduce CSV: run lesson 04's bench_allreduce --csv at 2 ranks for the model)")
         return
-    out = []
-    for mode, extra in (("weak", ["--batch", "64"]), ("strong", ["--global-batch", "256"])):
-        pred = os.path.join(args.out, f"scaling_{mode}.jsonl")
-        cmd = [whatif, "--workload", workload, "--measured", mpath, "--json", pred] + link + extra
-        r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
-        print(r.stdout)
-        with open(pred) as f:
-            out += [json.loads(l) for l in f if l.strip()]
-    path = os.path.join(args.out, "scaling.jsonl")
-    with open(path, "w") as f:
-        for r in out:
-            if "efficiency" in r:
-                f.write(json.dumps(r) + "\n")
-    plot(args, "scaling", [path], "scaling.png", "--title",
-         "scaling on this machine: measured vs the model")
+    # The model assumes a device per rank. Here N ranks share the cores (and the machine with
+    # other work): D, the devices' worth of compute the ranks really get, is fitted on the
+    # 2-rank weak run alone (D = 2 c1 / c2, c = forward + backward per step); every other
+    # run checks it.
+    c = {r["world_size"]: r["phases_ms"]["forward"] + r["phases_ms"]["backward"]
+         for r in rows if r["label"].startswith("weak")}
+    devices = 2 * c[1] / c[2]
+    with open(os.path.join(args.out, "devices.json"), "w") as f:
+        json.dump({"devices": devices, "compute_ms": c}, f)
+    print(f"\ncompute per rank (forward + backward, weak): "
+          + ", ".join(f"{n} rank(s) {c[n]:.1f} ms" for n in sorted(c))
+          + f"; devices fitted on the 2-rank run: D = {devices:.2f}")
+    for tag, dev in (("", []), ("_shared", ["--devices", f"{devices:.3f}"])):
+        out = []
+        for mode, extra in (("weak", ["--batch", "64"]), ("strong", ["--global-batch", "256"])):
+            pred = os.path.join(args.out, f"scaling{tag}_{mode}.jsonl")
+            cmd = [whatif, "--workload", workload, "--measured", mpath, "--json", pred] + link \
+                + extra + dev
+            r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
+            print(r.stdout)
+            with open(pred) as f:
+                out += [json.loads(l) for l in f if l.strip()]
+        path = os.path.join(args.out, f"scaling{tag}.jsonl")
+        with open(path, "w") as f:
+            for r in out:
+                if "efficiency" in r:
+                    f.write(json.dumps(r) + "\n")
+        what = "a device per rank" if not tag else f"the ranks share D = {devices:.2f} device(s)"
+        plot(args, "scaling", [path], f"scaling{tag}.png", "--title",
+             f"scaling on this machine: measured vs the model ({what})" + load_note(rows))
 
 
 def sweep_twohost(args, runner):
@@ -313,6 +339,32 @@ def sweep_twohost(args, runner):
                             "step_ms": step_ms}) + "\n")
     print(f"twohost: link {args.link_rate}, {args.link_delay} one way; load "
           f"{res['load_before'][0]:.1f} before, {res['load_after'][0]:.1f} after")
+    # The model for this link: the link's own alpha (the delay) and beta (8 / rate), and
+    # alpha and beta fitted to the all-reduce measured across it; compute from the one-rank
+    # run of `sweep.py scaling` (run it first), sharing the cores as fitted there.
+    workload = os.path.join(args.out, "one_rank_steps.jsonl")
+    if not os.path.exists(workload):
+        print("(no one_rank_steps.jsonl: run `sweep.py scaling` first for the model's prediction)")
+        return
+    whatif = os.path.join(args.build_dir, "solutions", "09_time_cost", "whatif")
+    nominal = ["--alpha-us", str(res["delay_s"] * 1e6), "--beta-ns", str(8e9 / res["rate_bps"])]
+    fitted = ["--allreduce", csv, "--allreduce-ranks", "2"]
+    dev = []
+    try:
+        with open(os.path.join(args.out, "devices.json")) as f:
+            dev = ["--devices", f"{json.load(f)['devices']:.3f}"]
+    except OSError:
+        pass
+    for name, link in (("the link's nominal delay and rate", nominal),
+                       ("alpha and beta fitted across the link", fitted)):
+        for d in ([], dev) if dev else ([],):
+            print(f"\nthe model with {name}" + (f", ranks sharing {d[1]} device(s)" if d else
+                                                  ", a device per rank") + ":")
+            r = subprocess.run([whatif, "--workload", workload, "--ranks", "1,2", "--batch", "64",
+                                "--measured", os.path.join(args.out, "twohost_measured.jsonl")]
+                               + link + d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                               text=True)
+            print(r.stdout.strip())
 
 
 SWEEPS = {"batch": sweep_batch, "buckets": sweep_buckets, "accumulate": sweep_accumulate,
@@ -330,7 +382,7 @@ def main():
     p.add_argument("--steps", type=int, default=30, help="measured steps per run")
     p.add_argument("--warmup", type=int, default=5, help="steps before measuring")
     p.add_argument("--accuracy-epochs", type=int, default=2)
-    p.add_argument("--storage-latency-us", type=int, default=300,
+    p.add_argument("--storage-latency-us", type=int, default=4000,
                    help="data sweep: emulated read latency per sample")
     p.add_argument("--allreduce-csv", help="scaling: bench_allreduce --csv of 2 ranks (for the model)")
     p.add_argument("--link-rate", default="1gbit", help="twohost: the emulated link's rate")

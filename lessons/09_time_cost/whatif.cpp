@@ -9,9 +9,11 @@
 //   whatif ... --measured scaling.jsonl --json out.jsonl   the model's error, for tools/plot
 //   whatif --hardware lessons/09_time_cost/hardware.json --workload one_rank.jsonl
 //   whatif --alpha-us 500 --beta-ns 8 --workload one_rank.jsonl --ranks 2   a link given by hand
+//   whatif ... --devices 1      the ranks share one device's worth of compute (more ranks than cores)
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cmath>
 #include <cstdio>
 #include <fstream>
@@ -31,6 +33,7 @@ struct Options {
   std::string allreduce_csv, workload, measured, hardware, json_out;
   int allreduce_ranks = 2;
   double alpha_us = -1, beta_ns = -1;
+  double devices = 0;  // 0: every rank has a device of its own
   std::string ranks = "1,2,3,4";
   std::int64_t batch = 0, global_batch = 0;
 };
@@ -46,6 +49,15 @@ std::vector<int> parse_ranks(const std::string& text) {
   return out;
 }
 
+// N ranks on D devices (D < N: ranks taking turns on too few cores) compute N/D times slower
+// each; the model's task-3 formula assumes a device per rank, so the workload is scaled here.
+Workload sharing(Workload w, int ranks, double devices) {
+  const double slowdown = devices > 0 ? std::max(1.0, ranks / devices) : 1.0;
+  w.forward_s_per_sample *= slowdown;
+  w.backward_s_per_sample *= slowdown;
+  return w;
+}
+
 // Part 1: the measured machine. Predictions for each N, beside measured runs if given.
 void predict_here(const Options& o, const AlphaBeta& link, const Workload& w,
                   std::int64_t batch_of_workload, std::ofstream& json_out) {
@@ -53,16 +65,18 @@ void predict_here(const Options& o, const AlphaBeta& link, const Workload& w,
   const std::vector<MeasuredRun> measured =
       o.measured.empty() ? std::vector<MeasuredRun>{} : read_measured_runs(o.measured);
   const std::int64_t batch = o.batch > 0 ? o.batch : batch_of_workload;
-  std::printf("\n%s scaling, %s; time per step in ms\n", strong ? "strong" : "weak",
+  std::printf("\n%s scaling, %s; time per step in ms", strong ? "strong" : "weak",
               strong ? ("global batch " + std::to_string(o.global_batch)).c_str()
                      : ("batch " + std::to_string(batch) + " per rank").c_str());
+  if (o.devices > 0) std::printf("; the ranks share %.2f device(s)", o.devices);
+  std::printf("\n");
   std::printf("%5s %7s %9s %8s %9s %9s %11s %7s %10s %7s %7s\n", "ranks", "batch", "compute",
               "comm", "exposed", "step", "samples/s", "E(N)", "measured", "E meas", "error");
   double one_rank_step = 0, one_rank_measured = 0;
   for (int n : parse_ranks(o.ranks)) {
     const std::int64_t b = strong ? o.global_batch / n : batch;
     MGPU_CHECK(b >= 1, "--global-batch ", o.global_batch, " gives no sample per rank at ", n, " ranks");
-    const StepPrediction p = predict_step(w, b, n, link);
+    const StepPrediction p = predict_step(sharing(w, n, o.devices), b, n, link);
     if (n == 1) one_rank_step = p.step_s;
     const Run one{1, strong ? o.global_batch : batch, one_rank_step};
     const double eff = one_rank_step > 0 ? scaling_efficiency(one, {n, b * n, p.step_s}) : NAN;
@@ -75,7 +89,10 @@ void predict_here(const Options& o, const AlphaBeta& link, const Workload& w,
     std::printf("%5d %7lld %9.2f %8.2f %9.2f %9.2f %11.0f %6.0f%%", n, static_cast<long long>(b),
                 1e3 * p.compute_s, 1e3 * p.comm_s, 1e3 * p.exposed_s, 1e3 * p.step_s,
                 p.samples_per_s, 100 * eff);
-    if (m) {
+    if (m && std::isnan(eff_m)) {  // no measured one-rank run to compare with
+      std::printf(" %10.2f %7s %+6.0f%%\n", 1e3 * m->step_s, "-",
+                  100 * (p.step_s - m->step_s) / m->step_s);
+    } else if (m) {
       std::printf(" %10.2f %6.0f%% %+6.0f%%\n", 1e3 * m->step_s, 100 * eff_m,
                   100 * (p.step_s - m->step_s) / m->step_s);
     } else {
@@ -172,6 +189,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(2, 1 << 20))->capture_default_str();
   app.add_option("--alpha-us", o.alpha_us, "or: alpha by hand, microseconds per message");
   app.add_option("--beta-ns", o.beta_ns, "and beta by hand, nanoseconds per byte");
+  app.add_option("--devices", o.devices, "the ranks share this many devices' worth of compute "
+                 "(e.g. cores): each rank computes max(1, N/D) times slower (0: a device per rank)")
+      ->check(CLI::NonNegativeNumber);
   app.add_option("--ranks", o.ranks, "rank counts to predict, comma-separated")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per rank (default: the workload's)");
   app.add_option("--global-batch", o.global_batch, "strong scaling: this many samples per step "
