@@ -26,35 +26,6 @@ struct CheckpointFlags {
   std::string resume;          // a checkpoint file, a folder, or "auto" (= dir)
 };
 
-// Every rank's sums of the epoch in progress, one row each: rank 0's file keeps all of them
-// so a resumed epoch reports exactly what an uninterrupted one would.
-Tensor gather_epoch_sums(dist::ProcessGroup& cpu, const app::Run::EpochSums& s) {
-  Tensor mine = Tensor::from_vector<double>({static_cast<double>(s.steps), s.loss_sum,
-                                             static_cast<double>(s.correct), static_cast<double>(s.seen)}, {4});
-  Tensor all = Tensor::empty({cpu.size(), 4}, DType::f64);
-  cpu.all_gather(all, mine).wait();
-  return all;
-}
-
-app::Run::EpochSums epoch_sums_of(const io::TrainingState& st, int rank) {
-  const std::vector<double> rows = st.extra.at("run").at("epoch_sums").to_vector<double>();
-  const double* r = rows.data() + 4 * rank;
-  return {static_cast<std::int64_t>(r[0]), r[1], static_cast<std::int64_t>(r[2]),
-          static_cast<std::int64_t>(r[3])};
-}
-
-// A fingerprint of every parameter and buffer (FNV-1a over their bytes): equal fingerprints
-// mean bit-identical weights.
-std::uint64_t fingerprint(nn::Module& model) {
-  std::uint64_t h = 1469598103934665603ull;
-  for (const auto& [name, t] : io::module_state_dict(model)) {
-    const Tensor host = t.to(Device::cpu());
-    const auto* p = static_cast<const unsigned char*>(host.raw_data());
-    for (std::size_t i = 0; i < host.nbytes(); ++i) h = (h ^ p[i]) * 1099511628211ull;
-  }
-  return h;
-}
-
 int train(const app::Options& opt, const CheckpointFlags& ck) {
   // Step 0) one process per device, as in lesson 05.
   const int rank = dist::rank(), world = dist::world_size();
@@ -96,7 +67,8 @@ int train(const app::Options& opt, const CheckpointFlags& ck) {
                " was trained on ", st.metadata["train_samples"], " samples; resume with the same --train-samples");
     p = l07::restore_state(st, *model, optimizer);
     const io::ResumePosition pos = io::resume_position(p, world, opt.batch_size);
-    resumed_sums = pos.exact ? epoch_sums_of(st, rank) : app::Run::EpochSums{};
+    resumed_sums = pos.exact ? app::Run::epoch_sums_of(st.extra.at("run").at("epoch_sums"), rank)
+                              : app::Run::EpochSums{};
     resumed_sums.steps = pos.step_in_epoch;
     p.step_in_epoch = pos.step_in_epoch;
     p.world_size = world;
@@ -109,7 +81,9 @@ int train(const app::Options& opt, const CheckpointFlags& ck) {
   // rank 0 alone writes; everyone takes part (the epoch sums, the barrier of the save).
   const auto save = [&] {
     io::TrainingState state = l07::capture_state(*model, optimizer, p);
-    state.extra["run"]["epoch_sums"] = gather_epoch_sums(*cpu, run.epoch_sums());
+    // Every rank's sums of the epoch in progress: a resumed epoch reports what an
+    // uninterrupted one would.
+    state.extra["run"]["epoch_sums"] = run.gather_epoch_sums(*cpu);
     state.metadata = {{"model", opt.model}, {"train_samples", std::to_string(data.train_samples)}};
     const double begin = app::now_s();
     const std::string saved = l07::save_on_rank0(*cpu, ck.dir, p.global_step, [&] {
@@ -150,7 +124,7 @@ int train(const app::Options& opt, const CheckpointFlags& ck) {
     p.step_in_epoch = p.samples_in_epoch = 0;
     if (!ck.dir.empty() && ck.save_every == 0) save();
   }
-  dist::log0("weights: fnv1a64=", std::hex, fingerprint(*model), std::dec,
+  dist::log0("weights: fnv1a64=", std::hex, io::fingerprint(io::module_state_dict(*model)), std::dec,
              " (bit-identical runs print the same)");
   return run.finish();
 }

@@ -72,6 +72,26 @@ void Run::resume_epoch(int epoch, double lr, data::DataLoader& loader, const Epo
   resumed_seen_ = sums.seen;
 }
 
+Tensor Run::gather_epoch_sums(dist::ProcessGroup& group) const {
+  const EpochSums s = epoch_sums();
+  Tensor mine = Tensor::from_vector<double>({static_cast<double>(s.steps), s.loss_sum,
+                                             static_cast<double>(s.correct),
+                                             static_cast<double>(s.seen)}, {4});
+  Tensor all = Tensor::empty({group.size(), 4}, DType::f64);
+  group.all_gather(all, mine).wait();
+  return all;
+}
+
+Run::EpochSums Run::epoch_sums_of(const Tensor& rows, int rank) {
+  MGPU_CHECK(rows.ndim() == 2 && rows.size(1) == 4 && rank >= 0 && rank < rows.size(0),
+             "Run::epoch_sums_of: expected a {ranks, 4} tensor with a row for rank ", rank,
+             ", got ", rows.str());
+  const std::vector<double> all = rows.to(DType::f64).to_vector<double>();
+  const double* r = all.data() + 4 * rank;
+  return {static_cast<std::int64_t>(r[0]), r[1], static_cast<std::int64_t>(r[2]),
+          static_cast<std::int64_t>(r[3])};
+}
+
 bool Run::next_batch(data::Batch& batch) {
   MGPU_CHECK(loader_ != nullptr, "Run::next_batch: call start_epoch first");
   if (steps_ >= planned_) return false;

@@ -157,4 +157,14 @@ std::map<std::string, double> state_to_scalars(const StateDict& state, const std
   return out;
 }
 
+std::uint64_t fingerprint(const StateDict& state) {
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a's offset basis
+  for (const auto& entry : state) {
+    const Tensor host = entry.second.to(Device::cpu());
+    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+    for (std::size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  }
+  return h;
+}
+
 }  // namespace mgpu::io

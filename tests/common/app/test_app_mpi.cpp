@@ -129,3 +129,36 @@ TEST_CASE("Run sums the epoch's training numbers over every rank", "[app][run]")
   CHECK(m["global_batch"] == 4 * g.size());
   CHECK(m["lr"] == 0.5);
 }
+
+TEST_CASE("gather_epoch_sums: every rank's row, read back by epoch_sums_of", "[app][run]") {
+  dist::ProcessGroup& g = cpu_group();
+  app::Options opt;
+  opt.data = "synthetic";
+  opt.epochs = 1;
+  opt.batch_size = 4;
+  app::Run run(opt, "test run", {Device::cpu()}, &g);
+  app::Data d;
+  d.train = std::make_shared<data::SyntheticDataset>(16, Shape{2}, 2, 1);
+  d.test = d.train;
+  d.train_samples = 16;
+  auto loader = app::train_loader(d, opt, Device::cpu());
+  loader->start_epoch(0);
+  run.start_epoch(0, 0.5, *loader);
+  data::Batch batch;
+  REQUIRE(run.next_batch(batch));
+  const int r = g.rank();
+  run.step(r + 0.5, 4, r);  // rank r: loss r + 0.5 over 4 samples, r right
+  const Tensor rows = run.gather_epoch_sums(g);
+  REQUIRE(rows.shape() == Shape{g.size(), 4});
+  for (int k = 0; k < g.size(); ++k) {
+    const app::Run::EpochSums s = app::Run::epoch_sums_of(rows, k);
+    CHECK(s.steps == 1);
+    CHECK(s.loss_sum == (k + 0.5) * 4);
+    CHECK(s.correct == k);
+    CHECK(s.seen == 4);
+  }
+  CHECK_THROWS_WITH(app::Run::epoch_sums_of(rows, g.size()), Catch::Contains("a row for rank"));
+  run.end_training();
+  run.end_epoch({0.25, 0.5, 16});
+  run.finish();
+}

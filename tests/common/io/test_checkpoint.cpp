@@ -187,6 +187,19 @@ TEST_CASE("checkpoint extra state: a GradScaler's state_dict through a checkpoin
   CHECK(fresh.get_scale() == 2048.0);
 }
 
+TEST_CASE("fingerprint: equal for bit-identical states, different for one changed bit",
+          "[io][state_dict]") {
+  ToyTraining run(nullptr, ToyOptimizer::sgd_momentum);
+  const io::StateDict state = io::module_state_dict(run.model());
+  io::StateDict copy;
+  for (const auto& [name, t] : state) copy[name] = t.clone();
+  CHECK(io::fingerprint(copy) == io::fingerprint(state));
+  Tensor& first = copy.begin()->second;
+  reinterpret_cast<unsigned char*>(first.raw_data())[0] ^= 1;  // one bit of one tensor
+  CHECK(io::fingerprint(copy) != io::fingerprint(state));
+  CHECK(io::fingerprint({}) == 1469598103934665603ull);  // FNV-1a's offset basis
+}
+
 TEST_CASE("checkpoint folder: kill -9 at random times while saving", "[io][checkpoint][kill]") {
   const mgpu::testing::KillReport r =
       mgpu::testing::kill_at_random_times(library_commit, bytes_of_step, 20, 200, 2);

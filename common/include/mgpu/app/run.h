@@ -79,6 +79,12 @@ class Run {
   /// start_epoch for an epoch resumed from a checkpoint at step sums.steps (the loader
   /// started at that batch): the epoch continues from `sums`.
   void resume_epoch(int epoch, double lr, data::DataLoader& loader, const EpochSums& sums);
+  /// Every rank's epoch_sums() as one f64 {ranks, 4} tensor (steps, loss_sum, correct,
+  /// seen), on every rank: a collective over `group` (a CPU group). Rank 0 saves it in a
+  /// checkpoint, so that each rank of a resumed run finds its own row (epoch_sums_of).
+  Tensor gather_epoch_sums(dist::ProcessGroup& group) const;
+  /// Row `rank` of a gather_epoch_sums() tensor.
+  static EpochSums epoch_sums_of(const Tensor& rows, int rank);
   /// Step 1 of every loop: the next batch, false when the epoch is over. The wait is
   /// recorded as a "data wait" span.
   bool next_batch(data::Batch& batch);

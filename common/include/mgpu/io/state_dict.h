@@ -69,4 +69,9 @@ StateDict scalars_to_state(const std::map<std::string, double>& scalars);
 /// Back to named doubles; every entry must be one f64 value (throws naming `where`).
 std::map<std::string, double> state_to_scalars(const StateDict& state, const std::string& where);
 
+/// FNV-1a (64 bits) over every tensor's bytes, in name order: equal fingerprints mean
+/// bit-identical states (a resumed run prints it to show it ended with the uninterrupted
+/// run's weights). Tensors on a GPU are copied to the host first.
+std::uint64_t fingerprint(const StateDict& state);
+
 }  // namespace mgpu::io
