@@ -6,6 +6,8 @@
 //   build/solutions/08_mixed_precision/train --precision fp16 --scale-log fp16.scale.jsonl
 //   build/solutions/08_mixed_precision/train --precision fp16 --no-loss-scaling   (what goes wrong)
 //   tools/mpirun -np 2 build/solutions/08_mixed_precision/train --precision fp16
+//   ... --checkpoint-dir /tmp/run --save-every 100, later the same with --resume auto: the
+//   library's checkpoints of lesson 07, with GradScaler's state_dict among their extra state
 #include <cstdio>
 #include <fstream>
 #include <iomanip>
@@ -14,6 +16,7 @@
 
 #include "mgpu/app/app.h"
 #include "mgpu/dist/dist.h"
+#include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
@@ -31,6 +34,10 @@ struct AmpFlags {
   double init_scale = 65536.0;
   std::int64_t growth_interval = 2000;
   std::string scale_log;
+  std::string checkpoint_dir;   // --checkpoint-dir
+  std::int64_t save_every = 0;  // steps; 0: at the end of every epoch
+  int keep_last = 3;
+  std::string resume;           // a checkpoint file, a folder, or "auto" (= checkpoint_dir)
 };
 
 /// --scale-log: one JSON line per step at which the scale changed or the step was skipped,
@@ -100,26 +107,90 @@ int train(const app::Options& opt, const AmpFlags& f) {
              l08::precision_name(precision), "; ", scaling.str(), "; batch ", opt.batch_size,
              " per rank, global ", opt.batch_size * world);
 
+  // Step 4) resume (lesson 07's checkpoints, the library's reference): model, optimizer,
+  // random streams, the position in the data, and the scaler's five numbers, so that the
+  // resumed run continues the same scale sequence and skips the same steps.
+  io::TrainingProgress p;
+  p.world_size = world;
+  p.batch_size = opt.batch_size;
+  p.data_seed = opt.seed;
+  app::Run::EpochSums resumed_sums;
+  const std::string where = f.resume == "auto" ? f.checkpoint_dir : f.resume;
+  io::TrainingState st;
+  std::string path;
+  if (!where.empty() && io::load_checkpoint(*cpu_group, where, Device::cpu(), st, &path)) {
+    MGPU_CHECK(st.progress.data_seed == opt.seed, path, " was trained with --seed ",
+               st.progress.data_seed, "; resume with the same --seed");
+    MGPU_CHECK(st.metadata["train_samples"] == std::to_string(data.train_samples), path,
+               " was trained on ", st.metadata["train_samples"],
+               " samples; resume with the same --train-samples");
+    MGPU_CHECK(st.metadata["precision"] == f.precision, path, " was trained with --precision ",
+               st.metadata["precision"], "; resume with the same --precision");
+    p = io::restore_training_state(st, *model, optimizer, path);
+    if (scaler.is_enabled()) {
+      MGPU_CHECK(st.extra.count("scaler") != 0, path, " holds no GradScaler state (saved with "
+                 "--no-loss-scaling); resume with --no-loss-scaling too");
+      scaler.load_state_dict(io::state_to_scalars(st.extra.at("scaler"), path));
+    }
+    const io::ResumePosition pos = io::resume_position(p, world, opt.batch_size);
+    resumed_sums = pos.exact ? app::Run::epoch_sums_of(st.extra.at("run").at("epoch_sums"),
+                                                       dist::rank())
+                             : app::Run::EpochSums{};
+    resumed_sums.steps = p.step_in_epoch = pos.step_in_epoch;
+    p.world_size = world;
+    p.batch_size = opt.batch_size;
+    std::ostringstream note;
+    note << std::setprecision(10) << "resumed from " << path << ": epoch " << p.epoch + 1
+         << ", step " << p.step_in_epoch << " of it, global step " << p.global_step;
+    if (scaler.is_enabled())
+      note << "; loss scale " << scaler.get_scale() << ", growth tracker "
+           << scaler.growth_tracker();
+    if (!pos.exact) note << "\n  " << pos.note;
+    dist::log0(note.str());
+  } else if (!where.empty()) {
+    dist::log0("nothing to resume in ", where, ": starting from scratch");
+  }
+  // A save is collective: rank 0 writes, every rank gives its epoch sums and waits.
+  const auto save = [&] {
+    io::TrainingState state = io::capture_training_state(*model, optimizer, p);
+    state.extra["run"]["epoch_sums"] = run.gather_epoch_sums(*cpu_group);
+    if (scaler.is_enabled()) state.extra["scaler"] = io::scalars_to_state(scaler.state_dict());
+    state.metadata = {{"model", opt.model}, {"precision", f.precision},
+                      {"train_samples", std::to_string(data.train_samples)}};
+    const double begin = app::now_s();
+    const std::string saved = io::save_checkpoint(*cpu_group, f.checkpoint_dir, state, f.keep_last);
+    run.trace().span("compute", "checkpoint", begin, app::now_s());
+    dist::log0("checkpoint: ", saved, " (", static_cast<int>(1e3 * (app::now_s() - begin)), " ms)");
+  };
+
   ScaleLog scale_log(f.scale_log);
-  for (int epoch = 0; epoch < opt.epochs; ++epoch) {
+  for (int epoch = static_cast<int>(p.epoch); epoch < opt.epochs; ++epoch) {
     const double lr = app::learning_rate(opt, epoch);
     optimizer.set_lr(lr);
     sampler->set_epoch(epoch);
-    train_loader->start_epoch(epoch);
-    run.start_epoch(epoch, lr, *train_loader);
+    train_loader->start_epoch(epoch, p.step_in_epoch);  // mid-epoch after a resume
+    if (p.step_in_epoch > 0) run.resume_epoch(epoch, lr, *train_loader, resumed_sums);
+    else run.start_epoch(epoch, lr, *train_loader);
     std::int64_t skipped = 0;
     double lowest_scale = scaler.get_scale();
     data::Batch batch;
-    // Step 4) a batch, then your training step: autocast forward, fp32 loss, scaled
+    // Step 5) a batch, then your training step: autocast forward, fp32 loss, scaled
     // backward (DDP averages the gradients), unscale and check, step or skip, update.
     while (run.next_batch(batch)) {
       const l08::StepResult r = l08::train_step(ddp, loss_fn, optimizer, scaler, batch.inputs,
                                                 batch.labels, precision);
       skipped += r.stepped ? 0 : 1;
       lowest_scale = std::min(lowest_scale, r.scale);
-      scale_log.record(run.steps_done() + 1, epoch + 1, r.scale, !r.stepped);
+      scale_log.record(p.global_step + 1, epoch + 1, r.scale, !r.stepped);
       run.step(r.loss, batch.labels.numel(),
                r.logits.defined() ? app::count_correct(r.logits, batch.labels) : -1);
+      // Step 6) where the run stands (a skipped step counts: the data moved on), and a
+      // checkpoint every --save-every steps, after update() so the scaler's state is whole.
+      p.epoch = epoch;
+      p.step_in_epoch = run.epoch_steps();
+      p.samples_in_epoch = p.step_in_epoch * opt.batch_size * world;
+      ++p.global_step;
+      if (!f.checkpoint_dir.empty() && f.save_every > 0 && p.global_step % f.save_every == 0) save();
     }
     run.end_training();
     ddp.sync_buffers();
@@ -135,8 +206,17 @@ int train(const app::Options& opt, const AmpFlags& f) {
       dist::log0(note.str());
     }
     run.end_epoch(app::evaluate(*model, *test_loader, cpu_group.get()));
+    p.epoch = epoch + 1;
+    p.step_in_epoch = p.samples_in_epoch = 0;
+    if (!f.checkpoint_dir.empty() && f.save_every == 0) save();
   }
-  scale_log.record(run.steps_done(), opt.epochs, scaler.get_scale(), false, /*last=*/true);
+  scale_log.record(p.global_step, opt.epochs, scaler.get_scale(), false, /*last=*/true);
+  std::ostringstream end_state;
+  end_state << std::setprecision(10) << "scaler: scale=" << scaler.get_scale()
+            << " growth_tracker=" << scaler.growth_tracker() << "\nweights: fnv1a64=" << std::hex
+            << io::fingerprint(io::module_state_dict(*model))
+            << " (bit-identical runs print the same)";
+  dist::log0(end_state.str());
   return run.finish();
 }
 
@@ -165,6 +245,19 @@ int main(int argc, char** argv) {
       ->check(app::positive_integer())->capture_default_str();
   cli.add_option("--scale-log", f.scale_log,
                  "JSON lines of the loss scale's changes and skipped steps (plot_scale.py)");
+  cli.add_option("--checkpoint-dir", f.checkpoint_dir,
+                 "folder of the checkpoints (lesson 07's, with GradScaler's state) and `latest`");
+  cli.add_option("--save-every", f.save_every, "save every N steps (0: at the end of every epoch)")
+      ->check(app::non_negative_integer(std::int64_t{1} << 40))->capture_default_str();
+  cli.add_option("--keep-last", f.keep_last, "keep the newest K checkpoints (0: all)")
+      ->check(app::non_negative_integer())->capture_default_str();
+  cli.add_option("--resume", f.resume,
+                 "a checkpoint file or folder to resume from, or 'auto': the --checkpoint-dir's "
+                 "latest (nothing there yet: start from scratch)");
   CLI11_PARSE(cli, argc, argv);
+  if (f.resume == "auto" && f.checkpoint_dir.empty()) {
+    std::fprintf(stderr, "error: --resume auto needs --checkpoint-dir\n");
+    return 1;
+  }
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

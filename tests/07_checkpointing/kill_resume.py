@@ -9,9 +9,9 @@ exactly the run that was never interrupted (CPU).
 2. the same run with --checkpoint-dir and --save-every, killed with SIGKILL (one rank,
    as a node failure would) once a checkpoint of step >= --kill-after exists;
 3. the same command with --resume auto.
-The resumed run's `final:` test_acc and train_loss and its weights fingerprint must equal
-the uninterrupted run's. Prints each command and its last lines; the last line is
-`N passed, M failed`.
+The resumed run's `final:` test_acc and train_loss and its weights fingerprint (and, for a
+program with a GradScaler, its `scaler:` line) must equal the uninterrupted run's. Prints
+each command and its last lines; the last line is `N passed, M failed`.
 """
 import argparse
 import os
@@ -64,6 +64,12 @@ def summary(out):
     return (final.groups() if final else None), (weights.group(1) if weights else None)
 
 
+def scaler_line(out):
+    """The `scaler: scale=S growth_tracker=T` line of a program with a GradScaler, or None."""
+    m = re.search(r"^scaler: (.*)$", out, re.M)
+    return m.group(1).strip() if m else None
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", required=True)
@@ -73,6 +79,8 @@ def main():
                     help="--data of the runs (the Debian Fashion-MNIST folder by default)")
     ap.add_argument("--kill-after", type=int, default=30, help="kill once this step is saved")
     ap.add_argument("--time-limit", type=float, default=240, help="seconds per run")
+    ap.add_argument("--extra", default="",
+                    help="more flags for every run, one string (lesson 08: '--precision fp16 ...')")
     args = ap.parse_args()
 
     launch = [args.mpirun, "-np", str(args.np)]
@@ -82,7 +90,7 @@ def main():
         launch += ["--oversubscribe", "--allow-run-as-root", "--mca", "mpi_yield_when_idle", "1"]
     env = dict(os.environ, OMPI_ALLOW_RUN_AS_ROOT="1", OMPI_ALLOW_RUN_AS_ROOT_CONFIRM="1")
     flags = [args.train, "--data", args.data, "--train-samples", "4000", "--epochs", "3",
-             "--batch-size", "32", "--model", "mlp", "--lr", "0.05", "--seed", "7"]
+             "--batch-size", "32", "--model", "mlp", "--lr", "0.05", "--seed", "7"] + args.extra.split()
     tmp = tempfile.mkdtemp(prefix="mgpu-kill-resume-")
     folder = os.path.join(tmp, "checkpoints")
     ckpt = ["--checkpoint-dir", folder, "--save-every", "10", "--keep-last", "2"]
@@ -130,6 +138,11 @@ def main():
         check(f"final: test_acc and train_loss equal the uninterrupted run's ({a} vs {b})",
               a is not None and a == b)
         check(f"weights bit-identical (fnv1a64 {wa} vs {wb})", wa is not None and wa == wb)
+        # A program with a GradScaler (lesson 08) prints its state: the resumed run must end
+        # with the same scale and growth tracker.
+        sa, sb = scaler_line(straight.stdout), scaler_line(resumed.stdout)
+        if sa is not None or sb is not None:
+            check(f"GradScaler state equal ({sa} vs {sb})", sa == sb)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
     print(f"{len(PASSED)} passed, {len(FAILED)} failed")
