@@ -44,6 +44,25 @@ struct SharedPath {
   }
 };
 
+/// A one-epoch run's options on synthetic data, batch 4, metrics to `metrics` if given.
+app::Options one_epoch_options(const std::string& metrics = "") {
+  app::Options opt;
+  opt.data = "synthetic";
+  opt.epochs = 1;
+  opt.batch_size = 4;
+  opt.metrics = metrics;
+  return opt;
+}
+
+/// `samples` synthetic samples of shape {2}, 2 classes, used for training and testing.
+app::Data synthetic_data(std::int64_t samples) {
+  app::Data d;
+  d.train = std::make_shared<data::SyntheticDataset>(samples, Shape{2}, 2, 1);
+  d.test = d.train;
+  d.train_samples = samples;
+  return d;
+}
+
 }  // namespace
 
 TEST_CASE("Trace::write gathers every rank's spans into one file on rank 0", "[app][trace]") {
@@ -90,16 +109,9 @@ TEST_CASE("evaluate over a split test set equals one rank evaluating all of it",
 TEST_CASE("Run sums the epoch's training numbers over every rank", "[app][run]") {
   dist::ProcessGroup& g = cpu_group();
   SharedPath file("metrics.jsonl");
-  app::Options opt;
-  opt.data = "synthetic";
-  opt.epochs = 1;
-  opt.batch_size = 4;
-  opt.metrics = file.path;
+  const app::Options opt = one_epoch_options(file.path);
   app::Run run(opt, "test run", {Device::cpu()}, &g);
-  app::Data d;
-  d.train = std::make_shared<data::SyntheticDataset>(8, Shape{2}, 2, 1);
-  d.test = d.train;
-  d.train_samples = 8;
+  const app::Data d = synthetic_data(8);
   auto loader = app::train_loader(d, opt, Device::cpu());
   loader->start_epoch(0);
   run.start_epoch(0, 0.5, *loader);
@@ -132,15 +144,9 @@ TEST_CASE("Run sums the epoch's training numbers over every rank", "[app][run]")
 
 TEST_CASE("gather_epoch_sums: every rank's row, read back by epoch_sums_of", "[app][run]") {
   dist::ProcessGroup& g = cpu_group();
-  app::Options opt;
-  opt.data = "synthetic";
-  opt.epochs = 1;
-  opt.batch_size = 4;
+  const app::Options opt = one_epoch_options();
   app::Run run(opt, "test run", {Device::cpu()}, &g);
-  app::Data d;
-  d.train = std::make_shared<data::SyntheticDataset>(16, Shape{2}, 2, 1);
-  d.test = d.train;
-  d.train_samples = 16;
+  const app::Data d = synthetic_data(16);
   auto loader = app::train_loader(d, opt, Device::cpu());
   loader->start_epoch(0);
   run.start_epoch(0, 0.5, *loader);
