@@ -198,6 +198,16 @@ def sweep_accumulate(args, runner):
         print(f"  {r['label']:>14}: test_acc {r['test_acc']:.4f}, optimizer steps per epoch "
               f"{r['curve'][-1].get('optimizer_steps', '-')}")
     write(args, "accumulate_accuracy", acc_rows)
+    curves = []
+    for r in acc_rows:  # each run's metrics file: one line per epoch
+        path = os.path.join(args.out, f"accumulate_curve_k{r['x']}.jsonl")
+        with open(path, "w") as f:
+            f.writelines(json.dumps(line) + "\n" for line in r["curve"])
+        curves.append(path)
+    plot(args, "curves", curves, "accumulate_curves.png", "--labels",
+         ",".join(f"K={r['x']}" for r in acc_rows), "--title",
+         f"no_sync every K micro-batches: the same samples, K times fewer optimizer steps "
+         f"(MLP, 2 ranks, lr unchanged)" + load_note(acc_rows))
 
 
 def sweep_data(args, runner):
@@ -206,11 +216,14 @@ def sweep_data(args, runner):
     configs = [
         ("0 workers", 0, 2, base + ["--num-workers", "0"]),
         ("1 worker", 1, 2, base + ["--num-workers", "1"]),
+        ("1 w, prefetch 1", 1, 2, base + ["--num-workers", "1", "--prefetch-factor", "1"]),
         ("2 workers", 2, 2, base + ["--num-workers", "2"]),
+        ("2 w, prefetch 1", 2, 2, base + ["--num-workers", "2", "--prefetch-factor", "1"]),
         ("2 w, pinned", 2, 2, base + ["--num-workers", "2", "--pin-memory"]),
         ("slow, 0 w", 10, 2, base + slow + ["--num-workers", "0"]),
         ("slow, 1 w", 11, 2, base + slow + ["--num-workers", "1"]),
         ("slow, 2 w", 12, 2, base + slow + ["--num-workers", "2"]),
+        ("slow, 2 w, pf 1", 12, 2, base + slow + ["--num-workers", "2", "--prefetch-factor", "1"]),
         ("slow, 4 w", 14, 2, base + slow + ["--num-workers", "4"]),
     ]
     rows = measure(runner, configs, args.repeats)
@@ -381,7 +394,7 @@ def main():
     p.add_argument("--repeats", type=int, default=3, help="runs of each configuration")
     p.add_argument("--steps", type=int, default=30, help="measured steps per run")
     p.add_argument("--warmup", type=int, default=5, help="steps before measuring")
-    p.add_argument("--accuracy-epochs", type=int, default=2)
+    p.add_argument("--accuracy-epochs", type=int, default=4)
     p.add_argument("--storage-latency-us", type=int, default=4000,
                    help="data sweep: emulated read latency per sample")
     p.add_argument("--allreduce-csv", help="scaling: bench_allreduce --csv of 2 ranks (for the model)")
