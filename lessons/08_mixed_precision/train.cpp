@@ -211,12 +211,24 @@ int train(const app::Options& opt, const AmpFlags& f) {
     if (!f.checkpoint_dir.empty() && f.save_every == 0) save();
   }
   scale_log.record(p.global_step, opt.epochs, scaler.get_scale(), false, /*last=*/true);
+  // Every rank's fingerprint: the replicas are identical only if every rank skipped the
+  // same steps (§5 of the chapter), so a disagreement would show here.
+  const std::uint64_t mine = io::fingerprint(io::module_state_dict(*model));
+  Tensor all = Tensor::empty({world}, DType::i64);
+  cpu_group->all_gather(all, Tensor::from_vector<std::int64_t>(
+                                 {static_cast<std::int64_t>(mine)}, {1})).wait();
+  int differing = 0;
+  for (std::int64_t v : all.to_vector<std::int64_t>())
+    differing += static_cast<std::uint64_t>(v) != mine ? 1 : 0;
   std::ostringstream end_state;
   end_state << std::setprecision(10) << "scaler: scale=" << scaler.get_scale()
             << " growth_tracker=" << scaler.growth_tracker() << "\nweights: fnv1a64=" << std::hex
-            << io::fingerprint(io::module_state_dict(*model))
-            << " (bit-identical runs print the same)";
+            << mine << std::dec << " (bit-identical runs print the same; "
+            << (differing == 0 ? "the same on all " + std::to_string(world) + " rank(s))"
+                               : std::to_string(differing) + " rank(s) differ from rank 0)");
   dist::log0(end_state.str());
+  MGPU_CHECK(differing == 0, "the replicas' weights differ after training (", differing,
+             " rank(s) differ from rank 0): did the ranks skip different steps?");
   return run.finish();
 }
 
