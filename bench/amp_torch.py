@@ -123,7 +123,9 @@ def main():
         med = [statistics.median(t) if t else float("nan") for t in times]
         cells = " ".join(f"{m:9.3f} [{min(t):6.3f}, {max(t):6.3f}]" if t else f"{'n/a':>24}"
                          for m, t in zip(med, times))
-        print(f"{model_name:<5} {batch:>6} {cells} {med[0] / med[1]:7.2f}x {med[0] / med[2]:7.2f}x")
+        ratios = " ".join(f"{med[0] / m:7.2f}x" if times[0] and t else f"{'n/a':>8}"
+                          for m, t in zip(med[1:], times[1:]))
+        print(f"{model_name:<5} {batch:>6} {cells} {ratios}")
     load("after")
 
 
