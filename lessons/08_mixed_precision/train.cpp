@@ -124,6 +124,8 @@ int train(const app::Options& opt, const AmpFlags& f) {
     MGPU_CHECK(st.metadata["train_samples"] == std::to_string(data.train_samples), path,
                " was trained on ", st.metadata["train_samples"],
                " samples; resume with the same --train-samples");
+    MGPU_CHECK(st.metadata.count("precision") != 0, path, " has no precision in its metadata: "
+               "it was not saved by this program (lesson 08's train); start without --resume");
     MGPU_CHECK(st.metadata["precision"] == f.precision, path, " was trained with --precision ",
                st.metadata["precision"], "; resume with the same --precision");
     p = io::restore_training_state(st, *model, optimizer, path);
