@@ -16,7 +16,8 @@
 //             from a parallel::CommTimer: the completion is when the comm thread finished it)
 //   hidden    the part of comm_ms that lay inside backward, over comm_ms
 //   vs_one    1 - wait_ms / wait_ms of "one" (a single bucket, launched when backward ends,
-//             so all of its communication is exposed): the communication time saved
+//             so all of its communication is exposed): the communication time saved ("-"
+//             for "none", which communicates nothing)
 //   peak_MiB  the allocator's peak while the configuration was built and warmed up, above
 //             what was allocated before: its own footprint (weights, grads, buckets,
 //             momentum, one step's activations)
@@ -26,6 +27,10 @@
 // grads live in the buckets, one gradient-sized copy less); "none" trains the bare model on every rank with no DDP at all (no
 // collective): the step time the ranks' compute alone takes when W processes share the
 // machine, to tell a slowdown of the compute from the cost of communication.
+// The default sweep suits the default model: the wide MLP's 19 MiB of gradients (six
+// weight matrices, up to 4 MiB each) make 6, 3, 2 and 1 buckets at caps 1, 5, 10 and "one",
+// and "default" 2. Two configurations whose buckets come out the same on a model (the
+// CNN's 1.6 MiB fit in one bucket at any cap from 2 MiB) are named in a note under the table.
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -46,6 +51,7 @@
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
 #include "mgpu/stream.h"
+#include "mgpu/threads.h"
 
 namespace {
 
@@ -61,7 +67,7 @@ struct Options {
   int layers = 6;
   std::int64_t batch_size = 64;
   int steps = 20, warmup = 3;
-  std::string caps = "default,default+view,1,5,25,100,one";
+  std::string caps = "default,default+view,1,5,10,one";
   std::string device = "cpu";
   std::string backend = "auto";
   std::string json;
@@ -208,6 +214,20 @@ void step(Contender& c, dist::ProcessGroup& group, const Device& device, const T
   c.hidden_ms.push_back(1e3 * inside);
 }
 
+// What the configuration's buckets hold (variable indices, bucket by bucket, and whether
+// the grads are views), to tell configurations that differ in name only.
+std::string bucket_layout(const Contender& c) {
+  if (!c.ddp) return "none";
+  const par::Reducer& r = c.ddp->reducer();
+  std::ostringstream os;
+  os << (r.options().gradient_as_bucket_view ? "view:" : "copy:");
+  for (std::size_t b = 0; b < r.num_buckets(); ++b) {
+    for (std::size_t v : r.bucket_variables(b)) os << v << ',';
+    os << '|';
+  }
+  return os.str();
+}
+
 double median(std::vector<double> v) {
   if (v.empty()) return 0;
   std::sort(v.begin(), v.end());
@@ -242,7 +262,7 @@ int run(const Options& o) {
   auto probe = make_model(o);
   const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
   dist::log0("bench_ddp: ", world, " rank(s), backend ", group.backend_name(), ", device ",
-             device.str(), ", OPENBLAS_NUM_THREADS=", blas_threads ? blas_threads : "(unset)");
+             device.str(), "; CPU per rank: ", mgpu::cpu_threading_summary());
   dist::log0("model ", o.model, ": ", probe->num_parameters(), " parameters, ",
              static_cast<double>(probe->num_parameters()) * 4 / (1024.0 * 1024.0),
              " MiB of f32 gradients; batch ", o.batch_size, " per rank; ", o.warmup,
@@ -289,9 +309,11 @@ int run(const Options& o) {
       char step_s[64], wait_s[64];
       std::snprintf(step_s, sizeof step_s, "%.2f [%.2f-%.2f]", step_ms, min_of(c->step_ms), max_of(c->step_ms));
       std::snprintf(wait_s, sizeof wait_s, "%.2f [%.2f-%.2f]", wait, min_of(c->wait_ms), max_of(c->wait_ms));
-      std::printf("%-17s %7zu %20s %10.0f %8.2f %8.2f %18s %8.2f %6.0f%% %6.0f%% %8.1f\n",
+      char vs_one_s[16] = "-";
+      if (c->ddp && one_wait > 0) std::snprintf(vs_one_s, sizeof vs_one_s, "%.0f%%", 100 * vs_one);
+      std::printf("%-17s %7zu %20s %10.0f %8.2f %8.2f %18s %8.2f %6.0f%% %7s %8.1f\n",
                   c->name.c_str(), buckets, step_s, samples_per_s, median(c->fwd_ms),
-                  median(c->bwd_ms), c->ddp ? wait_s : "-", comm, 100 * hidden, 100 * vs_one,
+                  median(c->bwd_ms), c->ddp ? wait_s : "-", comm, 100 * hidden, vs_one_s,
                   c->peak_mib);
       if (json.is_open())
         json << nlohmann::json{{"model", o.model}, {"world_size", world},
@@ -301,12 +323,20 @@ int run(const Options& o) {
                                {"samples_per_s", samples_per_s}, {"forward_ms", median(c->fwd_ms)},
                                {"backward_ms", median(c->bwd_ms)}, {"wait_ms", wait},
                                {"comm_ms", comm}, {"hidden_share", hidden},
-                               {"saved_vs_one_bucket", one_wait > 0 ? nlohmann::json(vs_one) : nlohmann::json()},
+                               {"saved_vs_one_bucket", one_wait > 0 && c->ddp ? nlohmann::json(vs_one) : nlohmann::json()},
                                {"peak_mib", c->peak_mib}, {"load_before", load_before},
                                {"blas_threads", std::string(blas_threads ? blas_threads : "")}}
                     .dump()
              << "\n";
     }
+    // Configurations that came out the same are one measurement under two names.
+    for (std::size_t i = 0; i < contenders.size(); ++i)
+      for (std::size_t j = i + 1; j < contenders.size(); ++j)
+        if (bucket_layout(*contenders[i]) == bucket_layout(*contenders[j]))
+          std::printf("note: '%s' and '%s' have the same buckets on this model: the same "
+                      "configuration (a model with more gradient bytes tells them apart: --model wide, "
+                      "--hidden, --layers)\n",
+                      contenders[i]->name.c_str(), contenders[j]->name.c_str());
     std::fflush(stdout);
   }
   return 0;

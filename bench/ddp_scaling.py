@@ -10,8 +10,10 @@ bucket caps: 25 MiB, the first bucket 1 MiB) and the scaling efficiency samples/
 same for the bare model without DDP on every rank ("no comm"), which separates what the
 ranks lose by sharing the machine from what communication costs; then, at the
 largest rank count, bench_ddp's bucket sweep (step time, exposed wait, share of the
-all-reduce hidden behind backward). Every rank gets OPENBLAS_NUM_THREADS=--threads (1 by
-default), so on the CPU one rank stands for one device. The machine, its cores and its
+all-reduce hidden behind backward) on the --sweep-models (the wide MLP: its 19 MiB of
+gradients make 6, 3, 2 and 1 buckets at caps 1, 5, 10 and one; the CNN's 1.6 MiB fit in
+one). Every rank gets OPENBLAS_NUM_THREADS and OMP_NUM_THREADS = --threads (1 by default),
+so on the CPU one rank stands for one device. The machine, its cores and its
 load average are printed with the numbers: compare runs only on an otherwise idle machine.
 """
 import argparse
@@ -48,7 +50,8 @@ def run_bench(args, nprocs, model, caps, out_json):
         sys.exit("mpirun not found: install Open MPI (tools/install-deps)")
     env = dict(os.environ)
     env["OPENBLAS_NUM_THREADS"] = str(args.threads)
-    cmd = [mpirun, "-np", str(nprocs), "-x", "OPENBLAS_NUM_THREADS"]
+    env["OMP_NUM_THREADS"] = str(args.threads)  # the library's own CPU loops
+    cmd = [mpirun, "-np", str(nprocs), "-x", "OPENBLAS_NUM_THREADS", "-x", "OMP_NUM_THREADS"]
     cmd += [exe, "--model", model, "--caps", caps, "--steps", str(args.steps),
             "--warmup", str(args.warmup), "--batch-size", str(args.batch_size),
             "--device", args.device, "--json", out_json]
@@ -64,12 +67,15 @@ def main():
     p.add_argument("--build-dir", default=os.path.join(ROOT, "build"))
     p.add_argument("--models", nargs="+", default=["cnn", "wide"])
     p.add_argument("--ranks", nargs="+", type=int, default=[1, 2])
-    p.add_argument("--caps", default="default,default+view,1,5,25,100,one",
+    p.add_argument("--caps", default="default,default+view,1,5,10,one",
                    help="bucket sweep at the largest rank count (bench_ddp --caps)")
+    p.add_argument("--sweep-models", nargs="+", default=["wide"],
+                   help="models that get the bucket sweep (the others: default only)")
     p.add_argument("--steps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--batch-size", type=int, default=64)
-    p.add_argument("--threads", type=int, default=1, help="OPENBLAS_NUM_THREADS per rank")
+    p.add_argument("--threads", type=int, default=1,
+                   help="OPENBLAS_NUM_THREADS and OMP_NUM_THREADS per rank")
     p.add_argument("--device", default="cpu")
     p.add_argument("--json", help="also write every measurement here (JSON lines)")
     args = p.parse_args()
@@ -80,7 +86,8 @@ def main():
         top = max(args.ranks)
         for model in args.models:
             for n in args.ranks:
-                run_bench(args, n, model, ("none," + args.caps) if n == top else "none,default", out)
+                sweep = n == top and model in args.sweep_models
+                run_bench(args, n, model, ("none," + args.caps) if sweep else "none,default", out)
         with open(out) as f:
             rows = [json.loads(line) for line in f if line.strip()]
     load_after = os.getloadavg()
@@ -89,7 +96,7 @@ def main():
             for r in rows:
                 f.write(json.dumps(r) + "\n")
 
-    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; OPENBLAS_NUM_THREADS={args.threads} "
+    print(f"machine: {cpu_name()}, {os.cpu_count()} cores; OPENBLAS_NUM_THREADS=OMP_NUM_THREADS={args.threads} "
           f"per rank; load average {load_before[0]:.1f} before, {load_after[0]:.1f} after")
     print(f"\nscaling (PyTorch's default buckets: 25 MiB, the first 1 MiB; batch {args.batch_size} per rank):")
     print(f"{'model':8} {'ranks':>5} {'samples/s':>10} {'step_ms':>8} {'efficiency':>10} "

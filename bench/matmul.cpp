@@ -6,7 +6,8 @@
 //
 // C[m, n] = A[m, k] B[k, n] costs 2*m*n*k floating-point operations. mgpu::matmul is itself
 // a thin layer over cuBLAS / CBLAS, so the two columns should agree: a gap is overhead of
-// ours (checks, allocation, a wrong transpose flag) and worth a look.
+// ours (checks, allocation, a wrong transpose flag) and worth a look. The two are timed
+// interleaved (mgpu, BLAS, mgpu, ...), on the same threads (--threads).
 #include <cmath>
 
 #include "bench_util.h"
@@ -94,7 +95,7 @@ int main(int argc, char** argv) {
     // A CPU does tens to hundreds of GFLOP/s, a GPU tens to hundreds of TFLOP/s.
     const std::string unit = dev.is_cuda() ? "TFLOP/s" : "GFLOP/s";
     const double unit_flops = dev.is_cuda() ? 1e12 : 1e9;
-    std::printf("%-6s %6s %10s %14s %12s %16s %9s %9s\n", "dtype", "m=n=k", "mgpu ms",
+    std::printf("%-6s %6s %26s %14s %26s %16s %9s %9s\n", "dtype", "m=n=k", "mgpu ms",
                 ("mgpu " + unit).c_str(), (baseline + " ms").c_str(),
                 (baseline + " " + unit).c_str(), "% of BLAS", "rel diff");
     for (mgpu::DType dtype : dtypes) {
@@ -103,13 +104,17 @@ int main(int argc, char** argv) {
         const mgpu::Tensor b = random_matrix(s, 5, dtype, dev);
         mgpu::Tensor c_mgpu, c_blas = mgpu::Tensor::empty({s, s}, dtype, dev);
         const double flops = 2.0 * static_cast<double>(s) * s * s;
-        const double mgpu_ms = bench::median_ms(dev, opt, [&] { c_mgpu = mgpu::matmul(a, b); });
-        const double blas_ms = bench::median_ms(dev, opt, [&] { direct_gemm(c_blas, a, b); });
-        const double mgpu_tf = flops / (mgpu_ms * 1e-3) / unit_flops;
-        const double blas_tf = flops / (blas_ms * 1e-3) / unit_flops;
-        std::printf("%-6s %6lld %10.3f %14.1f %12.3f %16.1f %8.0f%% %9.1e\n",
-                    mgpu::dtype_name(dtype), static_cast<long long>(s), mgpu_ms, mgpu_tf, blas_ms,
-                    blas_tf, 100.0 * mgpu_tf / blas_tf, relative_difference(c_mgpu, c_blas));
+        // Interleaved: mgpu, BLAS, mgpu, BLAS, ...
+        const std::vector<bench::Timing> t = bench::interleaved_ms(dev, opt, {
+            [&] { c_mgpu = mgpu::matmul(a, b); },
+            [&] { direct_gemm(c_blas, a, b); },
+        });
+        const double mgpu_tf = flops / (t[0].median * 1e-3) / unit_flops;
+        const double blas_tf = flops / (t[1].median * 1e-3) / unit_flops;
+        std::printf("%-6s %6lld %26s %14.1f %26s %16.1f %8.0f%% %9.1e\n",
+                    mgpu::dtype_name(dtype), static_cast<long long>(s), bench::spread(t[0], 3).c_str(),
+                    mgpu_tf, bench::spread(t[1], 3).c_str(), blas_tf, 100.0 * mgpu_tf / blas_tf,
+                    relative_difference(c_mgpu, c_blas));
       }
     }
   });

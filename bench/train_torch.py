@@ -3,13 +3,22 @@
 optimizer (SGD, momentum 0.9), the same batch sizes, and the same printed figures, so the
 two can be compared side by side on one machine.
 
-  python3 bench/train_torch.py                         # samples/s table, like bench_train
-  python3 bench/train_torch.py --device cuda --batch-size 64 --batch-size 1024
-  python3 bench/train_torch.py --train --model cnn     # train on Fashion-MNIST, like `train`
+  /usr/bin/python3 bench/train_torch.py                # samples/s table, like bench_train
+  /usr/bin/python3 bench/train_torch.py --device cuda --batch-size 64 --batch-size 1024
+  /usr/bin/python3 bench/train_torch.py --train --model cnn   # train on Fashion-MNIST, like `train`
 
+It needs an interpreter that imports torch: on Debian that is /usr/bin/python3 with the
+python3-torch package (a python3 of pyenv or a venv earlier on PATH may not have it).
 Without PyTorch it says so and exits 0 (a benchmark prints numbers; it does not fail).
+
+--threads N (default: the machine's cores, as bench_train) sets PyTorch's threads and those
+of the OpenBLAS it calls for Linear layers, the way bench_train sets OpenMP's and
+OpenBLAS's: torch.set_num_threads leaves OpenBLAS's own pool as it found it. --serve is
+bench_train's protocol for bench/cpu_vs_torch.py (stdin "step MODEL BATCH N" answers
+"ms T1 ... TN"; "quit" ends).
 """
 import argparse
+import ctypes
 import gzip
 import math
 import os
@@ -52,37 +61,114 @@ def sync(device):
         torch.cuda.synchronize(device)
 
 
+def openblas():
+    """The OpenBLAS library PyTorch calls for its matrix products, or None."""
+    for name in ("libopenblas.so.0", "libopenblas.so"):
+        try:
+            lib = ctypes.CDLL(name)
+            lib.openblas_get_num_threads  # raises AttributeError for another library
+            return lib
+        except (OSError, AttributeError):
+            continue
+    return None
+
+
+def set_threads(n):
+    """PyTorch's threads (OpenMP) and OpenBLAS's pool: the same count, as bench_train."""
+    torch.set_num_threads(n)
+    lib = openblas()
+    if lib is not None:
+        lib.openblas_set_num_threads(n)
+
+
+def threading_summary():
+    """The line bench_train prints as 'CPU:' (mgpu::cpu_threading_summary), for PyTorch."""
+    n = torch.get_num_threads()
+    text = (f"{n} thread{'s' if n != 1 else ''} ({torch.__config__.parallel_info().splitlines()[-1].split(':')[-1].strip()}); "
+            f"OMP_WAIT_POLICY={os.environ.get('OMP_WAIT_POLICY', '(unset)')}")
+    lib = openblas()
+    if lib is None:
+        return text + "; BLAS: not OpenBLAS"
+    lib.openblas_get_config.restype = ctypes.c_char_p
+    lib.openblas_get_corename.restype = ctypes.c_char_p
+    config = lib.openblas_get_config().decode().split()
+    return (text + f"; {' '.join(config[:2])}, {lib.openblas_get_corename().decode()} kernels, "
+            f"{lib.openblas_get_num_threads()} threads")
+
+
+class Contender:
+    """One model in training, with its optimizer and a fixed random batch (bench_train's)."""
+
+    def __init__(self, name, batch, device, args):
+        torch.manual_seed(0)
+        self.device = device
+        self.model = make_model(name).to(device)
+        self.opt = torch.optim.SGD(self.model.parameters(), lr=args.lr, momentum=args.momentum)
+        self.loss_fn = nn.CrossEntropyLoss()
+        self.x = torch.randn(batch, 1, 28, 28, device=device)
+        self.y = torch.arange(batch, device=device) % 10
+
+    def step(self):
+        self.opt.zero_grad()
+        self.loss_fn(self.model(self.x), self.y).backward()
+        self.opt.step()
+
+    def timed_step(self):
+        """Milliseconds of one step (wall clock, the device synchronized on both ends)."""
+        sync(self.device)
+        t0 = time.perf_counter()
+        self.step()
+        sync(self.device)
+        return (time.perf_counter() - t0) * 1e3
+
+
+def serve(args):
+    """bench_train --serve's protocol: build and warm up, then steps on request."""
+    device = torch.device((args.device or ["cpu"])[0])
+    contenders = {}
+    for name in args.model or ["mlp", "cnn"]:
+        for batch in args.batch_size or [256]:
+            c = Contender(name, batch, device, args)
+            for _ in range(args.warmup):
+                c.step()
+            contenders[f"{name} {batch}"] = c
+    print(f"torch: PyTorch {torch.__version__}, {threading_summary()}")
+    print("ready", flush=True)
+    for line in sys.stdin:
+        words = line.split()
+        if words[:1] == ["quit"]:
+            break
+        key = " ".join(words[1:3])
+        if len(words) != 4 or words[0] != "step" or key not in contenders or int(words[3]) < 1:
+            print(f"error: expected 'step MODEL BATCH N' for a model and batch given at start, got '{line.strip()}'",
+                  flush=True)
+            continue
+        times = [contenders[key].timed_step() for _ in range(int(words[3]))]
+        print("ms " + " ".join(f"{t:.4f}" for t in times), flush=True)
+
+
 def bench(args):
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
-    print(f"PyTorch {torch.__version__}, {torch.get_num_threads()} CPU threads; training step = "
-          f"forward + cross-entropy + backward + SGD(lr {args.lr}, momentum {args.momentum}); "
-          f"median of {args.reps} steps after {args.warmup} warm-up steps")
-    print(f"{'model':<5} {'device':<28} {'batch':>7} {'step_ms':>10} {'samples/s':>12} {'GFLOP/s':>10}")
+    print(f"PyTorch {torch.__version__}; training step = forward + cross-entropy + backward + "
+          f"SGD(lr {args.lr}, momentum {args.momentum}); median [min-max] of {args.reps} steps "
+          f"after {args.warmup} warm-up steps")
+    print(f"CPU: {threading_summary()}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
+    print(f"{'model':<5} {'device':<28} {'batch':>7} {'step_ms':>24} {'samples/s':>12} {'GFLOP/s':>10}")
     for dev_name in devices:
         device = torch.device(dev_name)
         where = torch.cuda.get_device_name(device) if device.type == "cuda" else "cpu"
         for name in args.model or ["mlp", "cnn"]:
             for batch in args.batch_size or [256]:
-                torch.manual_seed(0)
-                model = make_model(name).to(device)
-                opt = torch.optim.SGD(model.parameters(), lr=args.lr, momentum=args.momentum)
-                loss_fn = nn.CrossEntropyLoss()
-                x = torch.randn(batch, 1, 28, 28, device=device)
-                y = (torch.arange(batch, device=device) % 10)
-                times = []
-                for i in range(args.warmup + args.reps):
-                    sync(device)
-                    t0 = time.perf_counter()
-                    opt.zero_grad()
-                    loss_fn(model(x), y).backward()
-                    opt.step()
-                    sync(device)
-                    if i >= args.warmup:
-                        times.append(time.perf_counter() - t0)
-                ms = statistics.median(times) * 1e3
+                c = Contender(name, batch, device, args)
+                for _ in range(args.warmup):
+                    c.step()
+                times = [c.timed_step() for _ in range(args.reps)]
+                ms = statistics.median(times)
                 sps = batch / (ms * 1e-3)
-                print(f"{name:<5} {(dev_name + ' ' + where)[:28]:<28} {batch:>7} {ms:>10.2f} "
+                step_text = f"{ms:.2f} [{min(times):.2f}-{max(times):.2f}]"
+                print(f"{name:<5} {(dev_name + ' ' + where)[:28]:<28} {batch:>7} {step_text:>24} "
                       f"{sps:>12.0f} {3 * forward_flops(name) * sps * 1e-9:>10.1f}", flush=True)
+    print(f"load average after: {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
 
 
 def read_idx(path):
@@ -171,16 +257,24 @@ def main():
     p.add_argument("--momentum", type=float, default=0.9)
     p.add_argument("--reps", type=int, default=20)
     p.add_argument("--warmup", type=int, default=3)
-    p.add_argument("--threads", type=int, default=0, help="CPU threads (0: PyTorch's default)")
+    p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
+                   help="CPU threads of PyTorch and of OpenBLAS (default: the cores, as bench_train)")
     p.add_argument("--train", action="store_true", help="train on Fashion-MNIST like lesson 01's train")
+    p.add_argument("--serve", action="store_true", help="bench_train's --serve protocol (bench/cpu_vs_torch.py)")
     p.add_argument("--data", default=FMNIST_DIR)
     p.add_argument("--epochs", type=int, default=10)
     p.add_argument("--seed", type=int, default=0)
     p.add_argument("--schedule", choices=["cosine", "constant"], default="cosine")
     args = p.parse_args()
-    if args.threads:
-        torch.set_num_threads(args.threads)
-    train(args) if args.train else bench(args)
+    if args.threads < 1:
+        sys.exit(f"error: --threads {args.threads}: give 1 or more")
+    set_threads(args.threads)
+    if args.serve:
+        serve(args)
+    elif args.train:
+        train(args)
+    else:
+        bench(args)
 
 
 if __name__ == "__main__":

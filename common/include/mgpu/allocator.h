@@ -3,8 +3,9 @@
 ///
 /// cudaMalloc and cudaFree synchronize the device and take tens of microseconds, so a
 /// training step must not call them. Freed CUDA blocks go back to a cache keyed by size
-/// and are handed out again; only a miss calls cudaMalloc. Host memory uses the system
-/// allocator, aligned to 64 bytes, and may be page-locked ("pinned") for async copies.
+/// and are handed out again; only a miss calls cudaMalloc. Host memory comes from the
+/// system allocator, aligned to 64 bytes, through a cache of its own (a fresh large block
+/// page-faults on first touch), and may be page-locked ("pinned") for async copies.
 #pragma once
 
 #include <cstddef>
@@ -43,7 +44,10 @@ struct MemoryStats {
   std::size_t allocated = 0;       ///< bytes held by live tensors now
   std::size_t peak_allocated = 0;  ///< highest `allocated` since the last reset
   std::size_t reserved = 0;        ///< bytes obtained from the driver (live + cached), CUDA only
-  std::size_t device_mallocs = 0;  ///< cudaMalloc calls so far (a warm training step adds none)
+  /// Blocks obtained from the system so far, the caches' misses: cudaMalloc on GPUs,
+  /// aligned_alloc on the host. A warm training step adds none.
+  std::size_t device_mallocs = 0;
+  std::size_t allocations = 0;  ///< blocks handed to tensors so far, from the cache or not
 };
 
 /// A snapshot of `d`'s memory counters (each logical device counts separately).

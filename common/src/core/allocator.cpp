@@ -26,6 +26,7 @@ MemoryStats& stats_of(const Device& d) {
 void count_alloc(const Device& d, std::size_t bytes) {
   std::lock_guard<std::mutex> lock(stats_mutex);
   MemoryStats& s = stats_of(d);
+  ++s.allocations;
   s.allocated += bytes;
   if (s.allocated > s.peak_allocated) s.peak_allocated = s.allocated;
 }
@@ -35,10 +36,11 @@ void count_free(const Device& d, std::size_t bytes) {
   stats_of(d).allocated -= bytes;
 }
 
-// Host blocks of 64 KiB and more are cached too: glibc serves them with mmap, so a fresh
-// one page-faults on first touch, and a training step that allocates its activations anew
-// would pay that every step. Small blocks go straight to malloc, which already pools them.
-constexpr std::size_t kHostCacheMin = 64u << 10;
+// Host blocks are cached too: glibc serves large ones with mmap, so a fresh one page-faults
+// on first touch, and a training step that allocated its activations anew would pay that
+// every step. Small blocks are cached as well, so that a warm step asks the system for
+// nothing (memory_stats().device_mallocs stays put) and the counters say so.
+constexpr std::size_t kHostCacheMin = 64u << 10;  // from here on, sizes round to whole pages
 constexpr std::size_t kHostCacheMax = 1u << 30;  // beyond this many cached bytes, free instead
 std::mutex host_cache_mutex;
 std::multimap<std::size_t, void*> host_free_blocks;
@@ -51,8 +53,8 @@ std::size_t host_block_size(std::size_t bytes) {
   return (rounded + page - 1) / page * page;
 }
 
-void* host_alloc(std::size_t size) {
-  if (size >= kHostCacheMin) {
+void* host_alloc(const Device& d, std::size_t size) {
+  {
     std::lock_guard<std::mutex> lock(host_cache_mutex);
     auto it = host_free_blocks.find(size);
     if (it != host_free_blocks.end()) {
@@ -64,11 +66,13 @@ void* host_alloc(std::size_t size) {
   }
   void* p = std::aligned_alloc(64, size);
   if (!p) throw std::bad_alloc();
+  std::lock_guard<std::mutex> lock(stats_mutex);
+  ++stats_of(d).device_mallocs;
   return p;
 }
 
 void host_free(void* p, std::size_t size) {
-  if (size >= kHostCacheMin) {
+  {
     std::lock_guard<std::mutex> lock(host_cache_mutex);
     if (host_cached_bytes + size <= kHostCacheMax) {
       host_free_blocks.emplace(size, p);
@@ -201,7 +205,7 @@ Storage::Storage(Device device, std::size_t bytes, bool pinned) : device_(device
 #endif
     if (!pinned_) {
       // 64-byte alignment: a cache line, and enough for any vector load.
-      ptr_ = host_alloc(host_block_size(bytes));
+      ptr_ = host_alloc(device, host_block_size(bytes));
     }
   } else {
 #ifdef MGPU_WITH_CUDA

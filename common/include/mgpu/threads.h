@@ -1,0 +1,27 @@
+/// @file threads.h
+/// @brief How many CPU threads the library's CPU ops use.
+///
+/// Two pools do the work on the CPU: OpenMP threads run the library's own loops
+/// (elementwise, reductions, im2col, batch norm, pooling, the loss), and OpenBLAS's pool
+/// runs the matrix products. set_num_threads() sets both, the way torch.set_num_threads
+/// sets PyTorch's. The default is OMP_NUM_THREADS, else the machine's cores.
+///
+/// Results do not depend on the thread count: a loop is split into chunks only where each
+/// element is computed on its own, and a reduction adds fixed blocks (whose bounds depend on
+/// the size alone) in a fixed order. One thread or sixteen give the same bits.
+#pragma once
+
+#include <string>
+
+namespace mgpu {
+
+/// Threads for the CPU ops from now on (OpenMP loops and OpenBLAS); n >= 1.
+void set_num_threads(int n);
+/// Threads the CPU ops use.
+int num_threads();
+/// One line for a benchmark's header: the thread counts, OMP_WAIT_POLICY, the BLAS and its
+/// kernels (e.g. "2 threads (OpenMP); OMP_WAIT_POLICY=PASSIVE; OpenBLAS 0.3.21, Cooperlake
+/// kernels, 2 threads").
+std::string cpu_threading_summary();
+
+}  // namespace mgpu
