@@ -28,24 +28,14 @@ import argparse
 import ctypes
 import json
 import os
-import platform
 import shutil
 import statistics
 import subprocess
 import sys
 
+from ddp_scaling import cpu_name  # the CPU's model name, from /proc/cpuinfo
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-
-
-def cpu_name():
-    try:
-        with open("/proc/cpuinfo") as f:
-            for line in f:
-                if line.startswith("model name"):
-                    return line.split(":", 1)[1].strip()
-    except OSError:
-        pass
-    return platform.processor() or "unknown CPU"
 
 
 def openblas_coretype():
