@@ -1,12 +1,16 @@
 // Batch-norm statistics, normalisation and the two halves of its backward on the CPU, and
 // the dispatch to batchnorm_kernels.cu. The input is viewed as [N, C, S]; every sum runs
 // per channel c over its N*S values. The CPU sums in double, whatever the dtype: it is the
-// reference the CUDA results are compared with.
+// reference the CUDA results are compared with. The CPU loops share channels (sums) or
+// (n, c) planes (elementwise passes) among the library's threads; a channel's sum is
+// always added in the same order, so the thread count never changes a result.
+#include <algorithm>
 #include <cmath>
 
 #include "dispatch.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
+#include "parallel_for.h"
 #ifdef MGPU_WITH_CUDA
 #include "nn/kernels_cuda.h"
 #endif
@@ -48,6 +52,14 @@ double at(const T* p, std::int64_t i) {
   return static_cast<double>(mgpu::detail::to_compute(p[i]));
 }
 
+/// Channels per task for a per-channel sum: each channel reads its N*S values.
+std::int64_t channel_grain(NCS d) {
+  return mgpu::detail::kGrainSize / std::max<std::int64_t>(d.n * d.s, 1) + 1;
+}
+
+/// (n, c) planes per task for an elementwise pass: each plane holds S values.
+std::int64_t plane_grain(NCS d) { return mgpu::detail::kGrainSize / std::max<std::int64_t>(d.s, 1) + 1; }
+
 /// Calls f(T, A): T the input's storage type, A the statistics' type (float or double).
 template <typename F>
 void dispatch_bn(DType dtype, const char* op, F&& f) {
@@ -77,20 +89,22 @@ BatchNormStats batch_norm_stats(const Tensor& x) {
     using T = decltype(tt);
     using A = decltype(ta);
     const T* px = x.data<T>();
-    for (std::int64_t c = 0; c < d.c; ++c) {
-      double sum = 0;
-      for (std::int64_t n = 0; n < d.n; ++n)
-        for (std::int64_t s = 0; s < d.s; ++s) sum += at(px, (n * d.c + c) * d.s + s);
-      const double mean = sum / static_cast<double>(count);
-      double sq = 0;
-      for (std::int64_t n = 0; n < d.n; ++n)
-        for (std::int64_t s = 0; s < d.s; ++s) {
-          const double dev = at(px, (n * d.c + c) * d.s + s) - mean;
-          sq += dev * dev;
-        }
-      st.mean.data<A>()[c] = static_cast<A>(mean);
-      st.var.data<A>()[c] = static_cast<A>(sq / static_cast<double>(count));
-    }
+    mgpu::detail::parallel_for(0, d.c, channel_grain(d), [&](std::int64_t c0, std::int64_t c1) {
+      for (std::int64_t c = c0; c < c1; ++c) {
+        double sum = 0;
+        for (std::int64_t n = 0; n < d.n; ++n)
+          for (std::int64_t s = 0; s < d.s; ++s) sum += at(px, (n * d.c + c) * d.s + s);
+        const double mean = sum / static_cast<double>(count);
+        double sq = 0;
+        for (std::int64_t n = 0; n < d.n; ++n)
+          for (std::int64_t s = 0; s < d.s; ++s) {
+            const double dev = at(px, (n * d.c + c) * d.s + s) - mean;
+            sq += dev * dev;
+          }
+        st.mean.data<A>()[c] = static_cast<A>(mean);
+        st.var.data<A>()[c] = static_cast<A>(sq / static_cast<double>(count));
+      }
+    });
   });
   return st;
 }
@@ -132,17 +146,18 @@ Tensor batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invst
     using A = decltype(ta);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for (std::int64_t n = 0; n < d.n; ++n)
-      for (std::int64_t c = 0; c < d.c; ++c) {
+    mgpu::detail::parallel_for(0, d.n * d.c, plane_grain(d), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) {  // plane p = n * C + c
+        const std::int64_t c = p % d.c;
         const A m = mean.data<A>()[c], is = invstd.data<A>()[c];
         const A w = weight.defined() ? static_cast<A>(at(weight.data<T>(), c)) : A(1);
         const A b = bias.defined() ? static_cast<A>(at(bias.data<T>(), c)) : A(0);
-        for (std::int64_t s = 0; s < d.s; ++s) {
-          const std::int64_t i = (n * d.c + c) * d.s + s;
+        for (std::int64_t i = p * d.s; i < (p + 1) * d.s; ++i) {
           const A xhat = (static_cast<A>(at(px, i)) - m) * is;
           py[i] = mgpu::detail::from_compute<T>(xhat * w + b);
         }
       }
+    });
   });
   return y;
 }
@@ -169,19 +184,21 @@ void batch_norm_backward_reduce(const Tensor& grad_out, const Tensor& x, const T
     using A = decltype(ta);
     const T* px = x.data<T>();
     const T* pg = grad_out.data<T>();
-    for (std::int64_t c = 0; c < d.c; ++c) {
-      const double m = mean.data<A>()[c];
-      double sdy = 0, sdyx = 0;
-      for (std::int64_t n = 0; n < d.n; ++n)
-        for (std::int64_t s = 0; s < d.s; ++s) {
-          const std::int64_t i = (n * d.c + c) * d.s + s;
-          const double dy = at(pg, i);
-          sdy += dy;
-          sdyx += dy * (at(px, i) - m);
-        }
-      sum_dy.data<A>()[c] = static_cast<A>(sdy);
-      sum_dy_xmu.data<A>()[c] = static_cast<A>(sdyx);
-    }
+    mgpu::detail::parallel_for(0, d.c, channel_grain(d), [&](std::int64_t c0, std::int64_t c1) {
+      for (std::int64_t c = c0; c < c1; ++c) {
+        const double m = mean.data<A>()[c];
+        double sdy = 0, sdyx = 0;
+        for (std::int64_t n = 0; n < d.n; ++n)
+          for (std::int64_t s = 0; s < d.s; ++s) {
+            const std::int64_t i = (n * d.c + c) * d.s + s;
+            const double dy = at(pg, i);
+            sdy += dy;
+            sdyx += dy * (at(px, i) - m);
+          }
+        sum_dy.data<A>()[c] = static_cast<A>(sdy);
+        sum_dy_xmu.data<A>()[c] = static_cast<A>(sdyx);
+      }
+    });
   });
 }
 
@@ -214,20 +231,21 @@ Tensor batch_norm_backward_apply(const Tensor& grad_out, const Tensor& x, const 
     const T* pg = grad_out.data<T>();
     T* pdx = dx.data<T>();
     const A inv_count = A(1) / static_cast<A>(count);
-    for (std::int64_t n = 0; n < d.n; ++n)
-      for (std::int64_t c = 0; c < d.c; ++c) {
+    mgpu::detail::parallel_for(0, d.n * d.c, plane_grain(d), [&](std::int64_t p0, std::int64_t p1) {
+      for (std::int64_t p = p0; p < p1; ++p) {  // plane p = n * C + c
+        const std::int64_t c = p % d.c;
         const A m = mean.data<A>()[c], is = invstd.data<A>()[c];
         const A w = weight.defined() ? static_cast<A>(at(weight.data<T>(), c)) : A(1);
         // The two corrections: the mean of dy, and the part of dy along (x - mean).
         const A mean_dy = sum_dy.data<A>()[c] * inv_count;
         const A proj = sum_dy_xmu.data<A>()[c] * inv_count * is * is;
-        for (std::int64_t s = 0; s < d.s; ++s) {
-          const std::int64_t i = (n * d.c + c) * d.s + s;
+        for (std::int64_t i = p * d.s; i < (p + 1) * d.s; ++i) {
           const A xmu = static_cast<A>(at(px, i)) - m;
           const A dy = static_cast<A>(at(pg, i));
           pdx[i] = mgpu::detail::from_compute<T>((dy - mean_dy - xmu * proj) * is * w);
         }
       }
+    });
   });
   return dx;
 }

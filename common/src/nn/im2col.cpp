@@ -1,12 +1,16 @@
 // im2col / col2im / transpose_inner on the CPU, and the dispatch to their CUDA twins
 // (im2col.cu). The CPU's col2im scatters (cache-friendly for one core); the CUDA kernel
-// gathers (no atomics); both add each pixel's terms in the same order.
+// gathers (no atomics); both add each pixel's terms in the same order. The CPU loops
+// share rows (im2col), images (col2im) or matrices (transpose_inner) among the library's
+// threads: each output is computed by one of them in a fixed order, so the thread count
+// never changes a result.
 #include <algorithm>
 #include <type_traits>
 #include <vector>
 
 #include "dispatch.h"
 #include "mgpu/nn/functional.h"
+#include "parallel_for.h"
 #ifdef MGPU_WITH_CUDA
 #include "nn/kernels_cuda.h"
 #endif
@@ -24,12 +28,19 @@ void check_geometry(const char* op, const ConvGeometry& g) {
              "x", g.width, " image (padding ", g.padding, ")");
 }
 
+/// Tasks of `each` values' work per chunk: at least kGrainSize values.
+std::int64_t grain_for(std::int64_t each) {
+  return mgpu::detail::kGrainSize / std::max<std::int64_t>(each, 1) + 1;
+}
+
 template <typename T>
 void im2col_cpu(const T* x, T* cols, const ConvGeometry& g) {
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
   const std::int64_t ncols = g.cols(), plane = g.height * g.width;
-  for (std::int64_t n = 0; n < g.batch; ++n)
-    for (std::int64_t oh = 0; oh < Ho; ++oh)
+  // A task fills the Wo rows of one output line (n, oh).
+  mgpu::detail::parallel_for(0, g.batch * Ho, grain_for(Wo * ncols), [&](std::int64_t l0, std::int64_t l1) {
+    for (std::int64_t line = l0; line < l1; ++line) {
+      const std::int64_t n = line / Ho, oh = line % Ho;
       for (std::int64_t ow = 0; ow < Wo; ++ow) {
         T* row = cols + ((n * Ho + oh) * Wo + ow) * ncols;
         // Top-left corner of the patch sits at (oh*stride - padding, ow*stride - padding).
@@ -51,6 +62,8 @@ void im2col_cpu(const T* x, T* cols, const ConvGeometry& g) {
           }
         }
       }
+    }
+  });
 }
 
 template <typename T>
@@ -60,50 +73,57 @@ void col2im_cpu(const T* cols, T* x, const ConvGeometry& g) {
   const std::int64_t ncols = g.cols(), plane = g.height * g.width;
   // Scatter: walk the unrolled rows in memory order and add each entry back onto the pixel
   // it was copied from. Every pixel thus receives its terms in increasing (oh, ow) order;
-  // the CUDA kernel gathers in that same order, so both give the same floats.
-  // Accumulate straight into x when it holds the compute type; 16-bit types go through
-  // a float buffer (one rounding at the end, as on the GPU).
-  std::vector<A> buffer;
-  A* acc;
-  const std::size_t total = static_cast<std::size_t>(g.batch * g.channels * plane);
-  if constexpr (std::is_same_v<T, A>) {
-    acc = x;
-  } else {
-    buffer.resize(total);
-    acc = buffer.data();
-  }
-  std::fill(acc, acc + total, A(0));
-  for (std::int64_t n = 0; n < g.batch; ++n)
-    for (std::int64_t oh = 0; oh < Ho; ++oh)
-      for (std::int64_t ow = 0; ow < Wo; ++ow) {
-        const T* row = cols + ((n * Ho + oh) * Wo + ow) * ncols;
-        const std::int64_t h0 = oh * g.stride - g.padding, w0 = ow * g.stride - g.padding;
-        for (std::int64_t c = 0; c < g.channels; ++c) {
-          A* image = acc + (n * g.channels + c) * plane;
-          for (std::int64_t kh = 0; kh < K; ++kh) {
-            const std::int64_t ih = h0 + kh;
-            if (ih < 0 || ih >= g.height) continue;  // that entry was padding
-            const T* src = row + (c * K + kh) * K;
-            A* dst = image + ih * g.width;
-            for (std::int64_t kw = 0; kw < K; ++kw) {
-              const std::int64_t iw = w0 + kw;
-              if (iw >= 0 && iw < g.width) dst[iw] += mgpu::detail::to_compute(src[kw]);
+  // the CUDA kernel gathers in that same order, so both give the same floats. An image's
+  // pixels only receive terms from its own rows: a task folds whole images.
+  mgpu::detail::parallel_for(0, g.batch, grain_for(Ho * Wo * ncols), [&](std::int64_t n0, std::int64_t n1) {
+    // Accumulate straight into x when it holds the compute type; 16-bit types go through
+    // a float buffer of one image (one rounding at the end, as on the GPU).
+    const std::int64_t image_size = g.channels * plane;
+    std::vector<A> buffer;
+    if constexpr (!std::is_same_v<T, A>) buffer.resize(static_cast<std::size_t>(image_size));
+    for (std::int64_t n = n0; n < n1; ++n) {
+      A* acc;
+      if constexpr (std::is_same_v<T, A>) {
+        acc = x + n * image_size;
+      } else {
+        acc = buffer.data();
+      }
+      std::fill(acc, acc + image_size, A(0));
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          const T* row = cols + ((n * Ho + oh) * Wo + ow) * ncols;
+          const std::int64_t h0 = oh * g.stride - g.padding, w0 = ow * g.stride - g.padding;
+          for (std::int64_t c = 0; c < g.channels; ++c) {
+            A* image = acc + c * plane;
+            for (std::int64_t kh = 0; kh < K; ++kh) {
+              const std::int64_t ih = h0 + kh;
+              if (ih < 0 || ih >= g.height) continue;  // that entry was padding
+              const T* src = row + (c * K + kh) * K;
+              A* dst = image + ih * g.width;
+              for (std::int64_t kw = 0; kw < K; ++kw) {
+                const std::int64_t iw = w0 + kw;
+                if (iw >= 0 && iw < g.width) dst[iw] += mgpu::detail::to_compute(src[kw]);
+              }
             }
           }
         }
-      }
-  if constexpr (!std::is_same_v<T, A>)
-    for (std::size_t i = 0; i < total; ++i) x[i] = mgpu::detail::from_compute<T>(acc[i]);
+      if constexpr (!std::is_same_v<T, A>)
+        for (std::int64_t i = 0; i < image_size; ++i)
+          x[n * image_size + i] = mgpu::detail::from_compute<T>(acc[i]);
+    }
+  });
 }
 
 template <typename T>
 void transpose_inner_cpu(const T* x, T* y, std::int64_t B, std::int64_t M, std::int64_t K) {
-  for (std::int64_t b = 0; b < B; ++b) {
-    const T* src = x + b * M * K;
-    T* dst = y + b * M * K;
-    for (std::int64_t m = 0; m < M; ++m)
-      for (std::int64_t k = 0; k < K; ++k) dst[k * M + m] = src[m * K + k];
-  }
+  mgpu::detail::parallel_for(0, B, grain_for(M * K), [&](std::int64_t b0, std::int64_t b1) {
+    for (std::int64_t b = b0; b < b1; ++b) {
+      const T* src = x + b * M * K;
+      T* dst = y + b * M * K;
+      for (std::int64_t m = 0; m < M; ++m)
+        for (std::int64_t k = 0; k < K; ++k) dst[k * M + m] = src[m * K + k];
+    }
+  });
 }
 
 }  // namespace

@@ -1,10 +1,13 @@
 // Max pooling on the CPU and the dispatch to pool.cu. Backward scatters each output
 // gradient onto its window's maximum; the CUDA kernel gathers the same sums (no atomics).
+// The CPU loops share the (n, c) planes among the library's threads: planes are
+// independent, so the thread count never changes a result.
 #include <algorithm>
 #include <vector>
 
 #include "dispatch.h"
 #include "mgpu/nn/functional.h"
+#include "parallel_for.h"
 #ifdef MGPU_WITH_CUDA
 #include "nn/kernels_cuda.h"
 #endif
@@ -13,31 +16,38 @@ namespace mgpu::nn {
 
 namespace {
 
+/// Planes per task: each is about H * W values' work.
+std::int64_t plane_grain(std::int64_t H, std::int64_t W) {
+  return mgpu::detail::kGrainSize / std::max<std::int64_t>(H * W, 1) + 1;
+}
+
 template <typename T>
 void max_pool2d_cpu(const T* x, T* y, std::int64_t* argmax, std::int64_t planes, std::int64_t H,
                     std::int64_t W, std::int64_t k, std::int64_t s) {
   using A = typename mgpu::detail::compute_type<T>::type;
   const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
-  for (std::int64_t p = 0; p < planes; ++p) {
-    const T* in = x + p * H * W;
-    for (std::int64_t oh = 0; oh < Ho; ++oh)
-      for (std::int64_t ow = 0; ow < Wo; ++ow) {
-        std::int64_t best_at = oh * s * W + ow * s;
-        A best = mgpu::detail::to_compute(in[best_at]);
-        for (std::int64_t kh = 0; kh < k; ++kh)
-          for (std::int64_t kw = 0; kw < k; ++kw) {
-            const std::int64_t at = (oh * s + kh) * W + (ow * s + kw);
-            const A v = mgpu::detail::to_compute(in[at]);
-            if (v > best) {  // strict: the first maximum wins ties
-              best = v;
-              best_at = at;
+  mgpu::detail::parallel_for(0, planes, plane_grain(H, W), [&](std::int64_t p0, std::int64_t p1) {
+    for (std::int64_t p = p0; p < p1; ++p) {
+      const T* in = x + p * H * W;
+      for (std::int64_t oh = 0; oh < Ho; ++oh)
+        for (std::int64_t ow = 0; ow < Wo; ++ow) {
+          std::int64_t best_at = oh * s * W + ow * s;
+          A best = mgpu::detail::to_compute(in[best_at]);
+          for (std::int64_t kh = 0; kh < k; ++kh)
+            for (std::int64_t kw = 0; kw < k; ++kw) {
+              const std::int64_t at = (oh * s + kh) * W + (ow * s + kw);
+              const A v = mgpu::detail::to_compute(in[at]);
+              if (v > best) {  // strict: the first maximum wins ties
+                best = v;
+                best_at = at;
+              }
             }
-          }
-        const std::int64_t o = (p * Ho + oh) * Wo + ow;
-        y[o] = in[best_at];
-        argmax[o] = best_at;
-      }
-  }
+          const std::int64_t o = (p * Ho + oh) * Wo + ow;
+          y[o] = in[best_at];
+          argmax[o] = best_at;
+        }
+    }
+  });
 }
 
 template <typename T>
@@ -47,14 +57,16 @@ void max_pool2d_backward_cpu(const T* g, const std::int64_t* argmax, T* dx, std:
   const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
   // Scatter each output gradient onto its window's maximum, outputs in increasing order:
   // with overlapping windows a pixel gets its terms in the order the CUDA gather adds them.
-  std::vector<A> acc(static_cast<std::size_t>(H * W));
-  for (std::int64_t p = 0; p < planes; ++p) {
-    std::fill(acc.begin(), acc.end(), A(0));
-    for (std::int64_t o = p * Ho * Wo; o < (p + 1) * Ho * Wo; ++o)
-      acc[static_cast<std::size_t>(argmax[o])] += mgpu::detail::to_compute(g[o]);
-    for (std::int64_t i = 0; i < H * W; ++i)
-      dx[p * H * W + i] = mgpu::detail::from_compute<T>(acc[static_cast<std::size_t>(i)]);
-  }
+  mgpu::detail::parallel_for(0, planes, plane_grain(H, W), [&](std::int64_t p0, std::int64_t p1) {
+    std::vector<A> acc(static_cast<std::size_t>(H * W));  // one plane's sums, per task
+    for (std::int64_t p = p0; p < p1; ++p) {
+      std::fill(acc.begin(), acc.end(), A(0));
+      for (std::int64_t o = p * Ho * Wo; o < (p + 1) * Ho * Wo; ++o)
+        acc[static_cast<std::size_t>(argmax[o])] += mgpu::detail::to_compute(g[o]);
+      for (std::int64_t i = 0; i < H * W; ++i)
+        dx[p * H * W + i] = mgpu::detail::from_compute<T>(acc[static_cast<std::size_t>(i)]);
+    }
+  });
 }
 
 void check_pool(const char* op, const Shape& in, std::int64_t k, std::int64_t s) {

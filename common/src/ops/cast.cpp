@@ -5,6 +5,7 @@
 #include "mgpu/ops.h"
 #include "op_checks.h"
 #include "ops_cuda.h"
+#include "parallel_for.h"
 
 namespace mgpu {
 
@@ -27,7 +28,9 @@ void cast_(Tensor& dst, const Tensor& src) {
       using Dst = decltype(dst_tag);
       const Src* in = src.data<Src>();
       Dst* out = dst.data<Dst>();
-      for (std::int64_t i = 0; i < src.numel(); ++i) out[i] = detail::convert<Dst>(in[i]);
+      detail::parallel_for(0, src.numel(), detail::kGrainSize, [&](std::int64_t b, std::int64_t e) {
+        for (std::int64_t i = b; i < e; ++i) out[i] = detail::convert<Dst>(in[i]);
+      });
     });
   });
 }

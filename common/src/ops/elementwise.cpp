@@ -1,15 +1,20 @@
 // Elementwise ops (add/sub/mul/scale/axpy, add_rowwise_, relu and its backward): the CPU
 // loops and the dispatch to elementwise.cu. 16-bit tensors compute in float and round
-// once per element, so the CPU and CUDA results agree bit for bit.
+// once per element, so the CPU and CUDA results agree bit for bit. The CPU loops split
+// their elements among the library's threads (parallel_for.h): each element is computed on
+// its own, so the thread count never changes a result.
 #include "dispatch.h"
 #include "mgpu/ops.h"
 #include "op_checks.h"
 #include "ops_cuda.h"
+#include "parallel_for.h"
 
 namespace mgpu {
 namespace {
 
 using detail::BinaryOp;
+using detail::kGrainSize;
+using detail::parallel_for;
 using detail::from_compute;
 using detail::to_compute;
 
@@ -34,12 +39,14 @@ void binary(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b, const ch
     const T* pa = a.data<T>();
     const T* pb = b.data<T>();
     T* po = out.data<T>();
-    for (std::int64_t i = 0; i < a.numel(); ++i) {
-      const auto x = to_compute(pa[i]);
-      const auto y = to_compute(pb[i]);
-      const auto r = op == BinaryOp::add ? x + y : op == BinaryOp::sub ? x - y : x * y;
-      po[i] = from_compute<T>(r);
-    }
+    parallel_for(0, a.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const auto x = to_compute(pa[i]);
+        const auto y = to_compute(pb[i]);
+        const auto r = op == BinaryOp::add ? x + y : op == BinaryOp::sub ? x - y : x * y;
+        po[i] = from_compute<T>(r);
+      }
+    });
   });
 }
 
@@ -72,7 +79,9 @@ void scale_into(Tensor& out, const Tensor& a, double alpha) {
     const C s = static_cast<C>(alpha);
     const T* pa = a.data<T>();
     T* po = out.data<T>();
-    for (std::int64_t i = 0; i < a.numel(); ++i) po[i] = from_compute<T>(s * to_compute(pa[i]));
+    parallel_for(0, a.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) po[i] = from_compute<T>(s * to_compute(pa[i]));
+    });
   });
 }
 
@@ -111,10 +120,12 @@ void axpy_(Tensor& y, double alpha, const Tensor& x) {
     const C s = static_cast<C>(alpha);
     const T* px = x.data<T>();
     T* py = y.data<T>();
-    for (std::int64_t i = 0; i < y.numel(); ++i) {
-      const C product = s * to_compute(px[i]);  // rounded on its own: no FMA (see .cu)
-      py[i] = from_compute<T>(to_compute(py[i]) + product);
-    }
+    parallel_for(0, y.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const C product = s * to_compute(px[i]);  // rounded on its own: no FMA (see .cu)
+        py[i] = from_compute<T>(to_compute(py[i]) + product);
+      }
+    });
   });
 }
 
@@ -135,11 +146,14 @@ void add_rowwise_(Tensor& y, const Tensor& bias) {
     const T* pb = bias.data<T>();
     T* py = y.data<T>();
     const std::int64_t rows = y.numel() / cols;
-    for (std::int64_t r = 0; r < rows; ++r)
-      for (std::int64_t j = 0; j < cols; ++j) {
-        T& e = py[r * cols + j];
-        e = from_compute<T>(to_compute(e) + to_compute(pb[j]));
-      }
+    // Whole rows per chunk; a chunk holds about kGrainSize elements at least.
+    parallel_for(0, rows, kGrainSize / cols + 1, [&](std::int64_t r0, std::int64_t r1) {
+      for (std::int64_t r = r0; r < r1; ++r)
+        for (std::int64_t j = 0; j < cols; ++j) {
+          T& e = py[r * cols + j];
+          e = from_compute<T>(to_compute(e) + to_compute(pb[j]));
+        }
+    });
   });
 }
 
@@ -156,7 +170,9 @@ Tensor relu(const Tensor& x) {
     const T* px = x.data<T>();
     T* po = out.data<T>();
     // x > 0 is false for NaN, so relu(NaN) = 0 here and on the GPU alike.
-    for (std::int64_t i = 0; i < x.numel(); ++i) po[i] = to_compute(px[i]) > 0 ? px[i] : T{};
+    parallel_for(0, x.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) po[i] = to_compute(px[i]) > 0 ? px[i] : T{};
+    });
   });
   return out;
 }
@@ -175,7 +191,9 @@ Tensor relu_backward(const Tensor& grad_out, const Tensor& x) {
     const T* pg = grad_out.data<T>();
     const T* px = x.data<T>();
     T* po = grad_in.data<T>();
-    for (std::int64_t i = 0; i < x.numel(); ++i) po[i] = to_compute(px[i]) > 0 ? pg[i] : T{};
+    parallel_for(0, x.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) po[i] = to_compute(px[i]) > 0 ? pg[i] : T{};
+    });
   });
   return grad_in;
 }

@@ -1,19 +1,23 @@
 // Reductions: sum/mean of a whole tensor or along one axis, max/argmax along the last
 // axis. The CPU loops accumulate in double (a tighter reference than the GPU's f32
-// accumulation for f32/f16/bf16); the results are rounded to the output dtype once.
+// accumulation for f32/f16/bf16); the results are rounded to the output dtype once. Along
+// an axis, the outputs are shared among the library's threads and each output adds its
+// terms in the same order as on one thread: the thread count never changes a result.
 #include <algorithm>
 #include <limits>
-#include <vector>
 
 #include "argmax_rule.h"
 #include "dispatch.h"
 #include "mgpu/ops.h"
 #include "op_checks.h"
 #include "ops_cuda.h"
+#include "parallel_for.h"
 
 namespace mgpu {
 namespace {
 
+using detail::kGrainSize;
+using detail::parallel_for;
 using detail::to_compute;
 
 // Sum of n consecutive elements in double. Eight partial sums: one running sum is a chain
@@ -80,25 +84,36 @@ Tensor sum_axis(const Tensor& x, int axis, bool mean, const char* name) {
     using T = decltype(tag);
     const T* px = x.data<T>();
     T* po = out.data<T>();
-    // Walk x in memory order (j outer, k inner) and keep one accumulator per output:
-    // reading down a column instead would touch a new cache line for every element.
     if (inner == 1) {  // the last axis: each output sums one contiguous row
-      for (std::int64_t o = 0; o < outer; ++o) {
-        const double acc = sum_contiguous(px + o * n, n);
-        po[o] = detail::from_compute<T>(mean ? acc / static_cast<double>(n) : acc);
-      }
+      parallel_for(0, outer, kGrainSize / std::max<std::int64_t>(n, 1) + 1,
+                   [&](std::int64_t o0, std::int64_t o1) {
+                     for (std::int64_t o = o0; o < o1; ++o) {
+                       const double acc = sum_contiguous(px + o * n, n);
+                       po[o] = detail::from_compute<T>(mean ? acc / static_cast<double>(n) : acc);
+                     }
+                   });
       return;
     }
-    std::vector<double> acc(static_cast<std::size_t>(inner));
-    for (std::int64_t o = 0; o < outer; ++o) {
-      std::fill(acc.begin(), acc.end(), 0.0);
-      for (std::int64_t j = 0; j < n; ++j) {
-        const T* row = px + (o * n + j) * inner;
-        for (std::int64_t k = 0; k < inner; ++k) acc[k] += to_compute(row[k]);
+    // Otherwise walk x in memory order (j outer, k inner), kColumns outputs at a time with
+    // one accumulator each: reading down one column instead would touch a new cache line
+    // for every element. Each (o, column tile) is a task of its own.
+    constexpr std::int64_t kColumns = 16;  // a 64-byte cache line of f32
+    const std::int64_t tiles = detail::num_blocks(inner, kColumns);
+    const std::int64_t tile_work = std::max<std::int64_t>(n * std::min(inner, kColumns), 1);
+    parallel_for(0, outer * tiles, kGrainSize / tile_work + 1, [&](std::int64_t t0, std::int64_t t1) {
+      for (std::int64_t t = t0; t < t1; ++t) {
+        const std::int64_t o = t / tiles, k0 = t % tiles * kColumns;
+        const std::int64_t width = std::min(kColumns, inner - k0);
+        double acc[kColumns] = {};
+        for (std::int64_t j = 0; j < n; ++j) {
+          const T* row = px + (o * n + j) * inner + k0;
+          for (std::int64_t k = 0; k < width; ++k) acc[k] += to_compute(row[k]);
+        }
+        for (std::int64_t k = 0; k < width; ++k)
+          po[o * inner + k0 + k] =
+              detail::from_compute<T>(mean ? acc[k] / static_cast<double>(n) : acc[k]);
       }
-      for (std::int64_t k = 0; k < inner; ++k)
-        po[o * inner + k] = detail::from_compute<T>(mean ? acc[k] / static_cast<double>(n) : acc[k]);
-    }
+    });
   });
   return out;
 }
