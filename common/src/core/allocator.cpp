@@ -1,6 +1,7 @@
 // Storage blocks, the CUDA caching allocator and the per-device memory counters.
 #include "mgpu/allocator.h"
 
+#include <algorithm>
 #include <cstdlib>
 #include <map>
 #include <mutex>
@@ -41,10 +42,13 @@ void count_free(const Device& d, std::size_t bytes) {
 // every step. Small blocks are cached as well, so that a warm step asks the system for
 // nothing (memory_stats().device_mallocs stays put) and the counters say so.
 constexpr std::size_t kHostCacheMin = 64u << 10;  // from here on, sizes round to whole pages
-constexpr std::size_t kHostCacheMax = 1u << 30;  // beyond this many cached bytes, free instead
+// Beyond this many cached bytes a freed block goes back to the system, unless the program
+// once held more at a time: a step that peaks at 1.5 GiB must find all of it again.
+constexpr std::size_t kHostCacheMax = 1u << 30;
 std::mutex host_cache_mutex;
 std::multimap<std::size_t, void*> host_free_blocks;
 std::size_t host_cached_bytes = 0;
+std::size_t host_in_use = 0, host_peak_in_use = 0;  // bytes handed out and not returned
 
 std::size_t host_block_size(std::size_t bytes) {
   const std::size_t rounded = (bytes + 63) / 64 * 64;  // 64 B: a cache line
@@ -56,6 +60,8 @@ std::size_t host_block_size(std::size_t bytes) {
 void* host_alloc(const Device& d, std::size_t size) {
   {
     std::lock_guard<std::mutex> lock(host_cache_mutex);
+    host_in_use += size;
+    host_peak_in_use = std::max(host_peak_in_use, host_in_use);
     auto it = host_free_blocks.find(size);
     if (it != host_free_blocks.end()) {
       void* p = it->second;
@@ -74,7 +80,8 @@ void* host_alloc(const Device& d, std::size_t size) {
 void host_free(void* p, std::size_t size) {
   {
     std::lock_guard<std::mutex> lock(host_cache_mutex);
-    if (host_cached_bytes + size <= kHostCacheMax) {
+    host_in_use -= size;
+    if (host_cached_bytes + size <= std::max(kHostCacheMax, host_peak_in_use)) {
       host_free_blocks.emplace(size, p);
       host_cached_bytes += size;
       return;
