@@ -5,6 +5,8 @@
 
 #include <algorithm>
 #include <cstring>
+#include <numeric>
+#include <string>
 #include <set>
 #include <vector>
 
@@ -47,6 +49,29 @@ NodeGpus node_gpus(const Device& device) {
   g.distinct = static_cast<int>(std::set<std::string>(ids.begin(), ids.end()).size());
   g.mine_unique = !id.empty() && ids.count(id) == 1;
   return g;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i)
+    text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text + "]";
+}
+
+// `ranks` sorted, after checking that they name distinct ranks of the world.
+std::vector<int> checked_members(const std::vector<int>& ranks) {
+  MGPU_CHECK(!ranks.empty(), "new_group: the list of ranks is empty; a group needs at least ",
+             "one member");
+  std::vector<int> sorted = ranks;
+  std::sort(sorted.begin(), sorted.end());
+  for (std::size_t i = 0; i < sorted.size(); ++i) {
+    MGPU_CHECK(sorted[i] >= 0 && sorted[i] < world_size(), "new_group: rank ", sorted[i],
+               " in ", rank_list(ranks), " is not a rank of this world of ", world_size(),
+               " (ranks are 0..", world_size() - 1, ")");
+    MGPU_CHECK(i == 0 || sorted[i] != sorted[i - 1], "new_group: rank ", sorted[i],
+               " is listed twice in ", rank_list(ranks), "; list each member once");
+  }
+  return sorted;
 }
 
 }  // namespace
@@ -92,15 +117,37 @@ BackendChoice choose_backend(const std::string& requested, const Device& device)
 
 std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const Device& device,
                                         const GroupOptions& options) {
+  detail::require_initialized("new_group");
+  std::vector<int> everyone(static_cast<std::size_t>(world_size()));
+  std::iota(everyone.begin(), everyone.end(), 0);
+  return new_group(everyone, backend, device, options);
+}
+
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& backend,
+                                        const Device& device, const GroupOptions& options) {
+  detail::require_initialized("new_group");
+  const std::vector<int> members = checked_members(ranks);
   BackendChoice choice = choose_backend(backend, device);
+  const bool whole_world = static_cast<int>(members.size()) == world_size();
   if (options.announce)
-    log0("mgpu::dist: backend ", choice.backend, " (", choice.reason, "); world size ",
-         world_size(), " on ", num_nodes(), " node(s)");
+    log0("mgpu::dist: backend ", choice.backend, " (", choice.reason, "); ",
+         whole_world ? "world size " + std::to_string(world_size())
+                     : "group of ranks " + rank_list(members),
+         " on ", num_nodes(), " node(s)");
+  // Every rank takes part in the split (MPI_Comm_split is collective over the world); the
+  // members get a communicator of their own, in the order of their world ranks.
+  const auto mine = std::find(members.begin(), members.end(), rank());
+  const bool member = mine != members.end();
+  MPI_Comm comm = MPI_COMM_NULL;
+  MGPU_MPI_CHECK(MPI_Comm_split(MPI_COMM_WORLD, member ? 0 : MPI_UNDEFINED,
+                                static_cast<int>(mine - members.begin()), &comm));
+  if (!member) return nullptr;
+  MGPU_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
   std::shared_ptr<detail::BackendGroup> g;
   if (choice.backend == "nccl") {
-    g = detail::make_nccl_group(device, options);
+    g = detail::make_nccl_group(device, options, comm);
   } else {
-    g = std::make_shared<detail::MpiGroup>(device, options);
+    g = std::make_shared<detail::MpiGroup>(device, options, comm);
   }
   detail::register_group(g);
   return g;

@@ -24,14 +24,6 @@ int comm_size(MPI_Comm c) {
   return s;
 }
 
-MPI_Comm dup_world() {
-  require_initialized("new_group(mpi)");
-  MPI_Comm c = MPI_COMM_NULL;
-  MGPU_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &c));
-  MGPU_MPI_CHECK(MPI_Comm_set_errhandler(c, MPI_ERRORS_RETURN));
-  return c;
-}
-
 // A receive that got fewer elements than the tensor holds would leave stale values behind.
 void check_received(const MPI_Status& st, const Tensor& t, int src) {
   int got = 0;
@@ -42,9 +34,8 @@ void check_received(const MPI_Status& st, const Tensor& t, int src) {
 
 }  // namespace
 
-MpiGroup::MpiGroup(const Device& device, const GroupOptions& options)
-    : BackendGroup(comm_rank(MPI_COMM_WORLD), comm_size(MPI_COMM_WORLD)), device_(device) {
-  comm_ = dup_world();
+MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm)
+    : BackendGroup(comm_rank(comm), comm_size(comm)), device_(device), comm_(comm) {
   std::function<void(const OpSignature&)> precheck;
   if (resolve_debug(options)) {
     MPI_Comm c = comm_;

@@ -14,9 +14,10 @@ namespace mgpu::dist::detail {
 
 class MpiGroup final : public BackendGroup {
  public:
-  /// Collective over the world: duplicates MPI_COMM_WORLD so this group's messages never
-  /// match another group's.
-  MpiGroup(const Device& device, const GroupOptions& options);
+  /// A group over the ranks of `comm`, which it owns and frees (new_group makes it: a
+  /// duplicate of MPI_COMM_WORLD or a split of it, so this group's messages never match
+  /// another group's).
+  MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm);
   ~MpiGroup() override;
 
   std::string backend_name() const override { return "mpi"; }
@@ -32,6 +33,7 @@ class MpiGroup final : public BackendGroup {
   Work recv(const Tensor& tensor, int src, int tag) override;
   Work batch_isend_irecv(const std::vector<P2POp>& ops) override;
   void shutdown() override;
+  std::int64_t collectives_issued() const override { return collective_seq_.load(); }
 
  private:
   Work collective(OpKind kind, const Tensor* t, ReduceOp r, int root, std::function<Poll()> start);

@@ -10,7 +10,7 @@
 
 namespace mgpu::dist::detail {
 bool built_with_nccl() { return false; }
-std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&) {
+std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&, MPI_Comm) {
   MGPU_FAIL("nccl backend: this build of mgpu has no NCCL; use --backend mpi");
 }
 }  // namespace mgpu::dist::detail
@@ -67,11 +67,9 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 class NcclGroup final : public BackendGroup {
  public:
-  NcclGroup(const Device& device, const GroupOptions& options, int rank, int size)
-      : BackendGroup(rank, size), device_(device) {
-    MGPU_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &comm_));
-    MGPU_MPI_CHECK(MPI_Comm_set_errhandler(comm_, MPI_ERRORS_RETURN));
-    // Rank 0 makes the id every rank joins with; MPI carries it to the others.
+  NcclGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int rank, int size)
+      : BackendGroup(rank, size), device_(device), comm_(comm) {
+    // The group's rank 0 makes the id every member joins with; MPI carries it to the others.
     ncclUniqueId id;
     if (rank == 0) MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
     MGPU_MPI_CHECK(MPI_Bcast(&id, sizeof id, MPI_BYTE, 0, comm_));
@@ -91,6 +89,7 @@ class NcclGroup final : public BackendGroup {
 
   std::string backend_name() const override { return "nccl"; }
   Device device() const override { return device_; }
+  std::int64_t collectives_issued() const override { return collective_seq_.load(); }
 
   void shutdown() override {
     if (shut_down_) return;
@@ -322,12 +321,13 @@ class NcclGroup final : public BackendGroup {
 
 }  // namespace
 
-std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options) {
+std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options,
+                                              MPI_Comm comm) {
   require_initialized("new_group(nccl)");
   int rank = 0, size = 1;
-  MGPU_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &rank));
-  MGPU_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &size));
-  return std::make_shared<NcclGroup>(device, options, rank, size);
+  MGPU_MPI_CHECK(MPI_Comm_rank(comm, &rank));
+  MGPU_MPI_CHECK(MPI_Comm_size(comm, &size));
+  return std::make_shared<NcclGroup>(device, options, comm, rank, size);
 }
 
 }  // namespace mgpu::dist::detail

@@ -66,6 +66,11 @@ class ProcessGroup {
   virtual std::string backend_name() const = 0;
   /// The device whose tensors this group is meant for (NCCL accepts only this one).
   virtual Device device() const = 0;
+  /// Collectives this rank has issued on this group so far (barriers included; send and
+  /// recv not): the sequence number of the latest one, as the timeout and debug messages
+  /// name it. Lets a program or test check how many collectives a step costs. -1 for a
+  /// group that does not count (a wrapper around another group).
+  virtual std::int64_t collectives_issued() const { return -1; }
 
   // ---- collectives: every rank calls them, in the same order ---------------------------
   /// In place: every rank's `tensor` becomes op(all ranks' tensors), elementwise.
@@ -137,6 +142,22 @@ bool debug_from_env();
 /// Collective: every rank creates its groups in the same order. Needs init().
 std::shared_ptr<ProcessGroup> new_group(const std::string& backend, const Device& device,
                                         const GroupOptions& options = {});
+/// A new group over the world ranks `ranks` (PyTorch's new_group(ranks)): they are sorted,
+/// and group rank i is the i-th smallest. Collective over the whole world: every rank calls
+/// it, member or not, with the same list, creating its groups in the same order. Returns
+/// nullptr on a rank that is not in `ranks` (PyTorch's GroupMember.NON_GROUP_MEMBER). Throws
+/// for an empty list, a rank outside [0, world_size()) or a rank listed twice. Needs init().
+///
+///     // 4 ranks as 2 x 2: tensor-parallel pairs {0,1} {2,3}, data-parallel pairs {0,2} {1,3}
+///     std::shared_ptr<ProcessGroup> tp, dp;
+///     for (int i = 0; i < 2; ++i) {
+///       if (auto g = new_group({2 * i, 2 * i + 1}, "mpi", device)) tp = g;
+///     }
+///     for (int i = 0; i < 2; ++i) {
+///       if (auto g = new_group({i, i + 2}, "mpi", device)) dp = g;
+///     }
+std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std::string& backend,
+                                        const Device& device, const GroupOptions& options = {});
 
 /// The job-wide default group, created once (c10d's init_process_group).
 ProcessGroup& init_process_group(const std::string& backend, const Device& device,
