@@ -14,7 +14,11 @@ namespace mgpu::app {
 
 Run::Run(const Options& opt, const std::string& title, std::vector<Device> devices,
          dist::ProcessGroup* group)
-    : opt_(opt), devices_(std::move(devices)), group_(group), world_(group ? group->size() : 1) {
+    : opt_(opt),
+      devices_(std::move(devices)),
+      group_(group),
+      world_(group ? group->size() : 1),
+      data_parallel_(world_) {
   std::string mapping = describe_mapping(devices_);
   while (!mapping.empty() && mapping.back() == '\n') mapping.pop_back();
   dist::log0(title);
@@ -39,6 +43,12 @@ void Run::set_metric_field(const std::string& name, double value) {
       return;
     }
   extra_fields_.emplace_back(name, value);
+}
+
+void Run::set_data_parallel_size(int ranks) {
+  MGPU_CHECK(ranks >= 1 && world_ % ranks == 0, "Run::set_data_parallel_size: ", ranks,
+             " data-parallel ranks do not divide the ", world_, " ranks of the run");
+  data_parallel_ = ranks;
 }
 
 double Run::elapsed_s() const { return now_s() - start_s_; }
@@ -115,7 +125,7 @@ void Run::step(double loss, std::int64_t samples, std::int64_t correct) {
     const double per_step = elapsed / static_cast<double>(steps_ - resumed_steps_);
     const std::int64_t left = (planned_ - steps_) + (opt_.epochs - epoch_ - 1) * planned_;
     progress_.update(steps_, loss_sum_ / static_cast<double>(seen_),
-                     elapsed > 0 ? static_cast<double>((seen_ - resumed_seen_) * world_) / elapsed : 0.0,
+                     elapsed > 0 ? static_cast<double>((seen_ - resumed_seen_) * data_parallel_) / elapsed : 0.0,
                      per_step * static_cast<double>(left));
   }
 }
@@ -151,7 +161,7 @@ void Run::end_epoch(const EvalResult& test) {
   s.step_ms = timed_steps ? 1e3 * epoch_time_s_ / static_cast<double>(timed_steps) : 0;
   s.data_wait_s = loader_ ? loader_->wait_seconds() : 0;
   s.world_size = world_;
-  s.global_batch = opt_.batch_size * world_;
+  s.global_batch = opt_.batch_size * data_parallel_;
   s.time_s = elapsed_s();
   trained_samples_ += timed;
   last_train_loss_ = s.train_loss;

@@ -60,6 +60,11 @@ class Run {
   /// Sets one extra field of the metrics lines from now on: replaces the field of that name,
   /// or adds it. For values that change from epoch to epoch (a loss scale, skipped steps).
   void set_metric_field(const std::string& name, double value);
+  /// Ranks that read different samples: the group's size unless set. Tensor-parallel ranks
+  /// share their batch, so a program with world = tp x dp sets dp here (and passes a step's
+  /// samples on one rank of each tensor-parallel group only): the global batch and the
+  /// progress line's samples/s then count every sample once.
+  void set_data_parallel_size(int ranks);
 
   /// Starts epoch `epoch` (0-based) at learning rate `lr`, drawing batches from `loader`
   /// (already started with loader.start_epoch). The epoch runs loader.num_batches() steps,
@@ -123,6 +128,7 @@ class Run {
   std::vector<Device> devices_;
   dist::ProcessGroup* group_;
   int world_ = 1;
+  int data_parallel_ = 1;  // ranks that read different samples (world_ unless set)
   double start_s_ = 0;
   Trace trace_;
   std::string step_track_ = "compute";

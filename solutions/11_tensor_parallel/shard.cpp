@@ -1,0 +1,42 @@
+// Task 1: who holds what. A tensor-parallel layer keeps one shard of the full layer's
+// features; a 2-D grid of tp x dp ranks says which shard a rank holds (its tp rank) and
+// which part of the batch it reads (its dp rank).
+#include <algorithm>
+
+#include "tensor_parallel.h"
+
+namespace mgpu::lesson11 {
+
+ShardRange shard_range(std::int64_t total, int parts, int index) {
+  MGPU_CHECK(parts >= 1 && parts <= total, "shard_range: ", total, " features cannot be cut into ",
+             parts, " non-empty shards (need 1 <= parts <= features)");
+  MGPU_CHECK(index >= 0 && index < parts, "shard_range: shard ", index, " of ", parts,
+             " does not exist (shards are 0..", parts - 1, ")");
+  ShardRange r;
+  // TODO(task1) BEGIN: each shard gets total / parts features, and the first total % parts
+  // shards one more; shard `index` starts after the shards before it (about 4 lines).
+  const std::int64_t base = total / parts, longer = total % parts;
+  r.begin = index * base + std::min<std::int64_t>(index, longer);
+  r.end = r.begin + base + (index < longer ? 1 : 0);
+  // TODO(task1) END
+  return r;
+}
+
+GridPosition grid_position(int world, int tp, int rank) {
+  MGPU_CHECK(tp >= 1 && world >= 1 && world % tp == 0, "grid_position: ", world,
+             " ranks cannot be arranged as tensor-parallel groups of ", tp,
+             " (--tp must divide the number of ranks)");
+  MGPU_CHECK(rank >= 0 && rank < world, "grid_position: rank ", rank, " is not one of ", world);
+  GridPosition p;
+  // TODO(task1) BEGIN: tensor-parallel groups are blocks of tp consecutive ranks, so the
+  // tp rank is rank % tp and the dp rank rank / tp. List the world ranks of both groups:
+  // the block that holds `rank`, and every rank with the same tp rank (about 6 lines).
+  p.tp_rank = rank % tp;
+  p.dp_rank = rank / tp;
+  for (int i = 0; i < tp; ++i) p.tp_group.push_back(p.dp_rank * tp + i);
+  for (int i = 0; i < world / tp; ++i) p.dp_group.push_back(i * tp + p.tp_rank);
+  // TODO(task1) END
+  return p;
+}
+
+}  // namespace mgpu::lesson11

@@ -1,0 +1,144 @@
+// Shared by lesson 11's graded tests: the groups, f64 models and data that every rank can
+// regenerate, and comparisons against the unsplit layer run in one process.
+#pragma once
+
+#include <catch2/catch.hpp>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdint>
+#include <memory>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "mgpu/dist/dist.h"
+#include "mgpu/nn/all.h"
+#include "mgpu/ops.h"
+#include "tensor_parallel.h"
+
+namespace tp_test {
+
+using namespace mgpu;
+namespace l11 = mgpu::lesson11;
+
+/// Options for the tests' groups: quiet, and a stuck collective fails in a minute.
+inline dist::GroupOptions quiet() {
+  dist::GroupOptions o;
+  o.announce = false;
+  o.timeout_s = std::min(dist::default_timeout_s(), 60.0);
+  return o;
+}
+
+/// A CPU group over every rank, created once (every rank runs the same tests in order).
+inline dist::ProcessGroup& world_group() {
+  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", Device::cpu(), quiet());
+  return *g;
+}
+
+/// The group of `blocks` (disjoint lists of world ranks) that holds this rank. Every rank
+/// creates every group, in the same order, as new_group requires.
+inline std::shared_ptr<dist::ProcessGroup> my_group(const std::vector<std::vector<int>>& blocks) {
+  std::shared_ptr<dist::ProcessGroup> mine;
+  for (const auto& b : blocks)
+    if (auto g = dist::new_group(b, "mpi", Device::cpu(), quiet())) mine = g;
+  REQUIRE(mine != nullptr);
+  return mine;
+}
+
+/// The world in blocks of `size` consecutive ranks (the last may be shorter).
+inline std::vector<std::vector<int>> consecutive_blocks(int size) {
+  std::vector<std::vector<int>> out;
+  for (int r = 0; r < dist::world_size(); ++r) {
+    if (r % size == 0) out.emplace_back();
+    out.back().push_back(r);
+  }
+  return out;
+}
+
+/// Values in [-1, 1) from a seed: the same on every rank for the same salt.
+inline Tensor random_tensor(const Shape& shape, unsigned salt) {
+  std::mt19937 gen(Catch::rngSeed() * 7919u + salt * 104729u + 17u);
+  std::uniform_real_distribution<double> dist(-1.0, 1.0);
+  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
+  for (double& x : v) x = dist(gen);
+  return Tensor::from_vector(v, shape);
+}
+
+inline Tensor random_labels(std::int64_t n, std::int64_t classes, unsigned salt) {
+  std::mt19937 gen(Catch::rngSeed() * 31u + salt);
+  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
+  for (auto& x : v) x = static_cast<std::int64_t>(gen() % static_cast<unsigned>(classes));
+  return Tensor::from_vector(v, {n});
+}
+
+/// A Linear in f64 with seeded weights (the same on every rank).
+inline std::shared_ptr<nn::Linear> f64_linear(std::int64_t in, std::int64_t out, bool bias,
+                                              std::uint64_t seed) {
+  nn::manual_seed(seed);
+  auto l = std::make_shared<nn::Linear>(in, out, bias);
+  l->to(DType::f64);
+  return l;
+}
+
+/// in -> h1 -> mid -> h2 -> classes with ReLUs: two Megatron blocks (Linear, ReLU, Linear)
+/// joined by a ReLU, f64. Hidden sizes 11 and 13 split unevenly over 2, 3 and 4 ranks.
+inline std::shared_ptr<nn::Sequential> two_block_model(std::uint64_t seed) {
+  nn::manual_seed(seed);
+  auto m = std::make_shared<nn::Sequential>();
+  m->add(std::make_shared<nn::Linear>(5, 11));
+  m->add(std::make_shared<nn::ReLU>());
+  m->add(std::make_shared<nn::Linear>(11, 8));
+  m->add(std::make_shared<nn::ReLU>());
+  m->add(std::make_shared<nn::Linear>(8, 13));
+  m->add(std::make_shared<nn::ReLU>());
+  m->add(std::make_shared<nn::Linear>(13, 4));
+  m->to(DType::f64);
+  return m;
+}
+
+/// Largest |a - b| / (|b| + 1).
+inline double max_rel_diff(const Tensor& a, const Tensor& b) {
+  REQUIRE(a.shape() == b.shape());
+  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
+  double worst = 0;
+  for (std::size_t i = 0; i < x.size(); ++i)
+    worst = std::max(worst, std::fabs(x[i] - y[i]) / (std::fabs(y[i]) + 1.0));
+  return worst;
+}
+
+/// Collectives `group` issued while `body` ran (the runtime counts them).
+template <typename F>
+std::int64_t collectives_during(dist::ProcessGroup& group, F&& body) {
+  const std::int64_t before = group.collectives_issued();
+  body();
+  return group.collectives_issued() - before;
+}
+
+/// The shard a rank holds of a full gradient or weight of model layer `layer`, or the
+/// whole tensor for a replicated layer: rows of a column-parallel layer's weight and bias,
+/// columns of a row-parallel layer's weight.
+inline Tensor my_part(nn::Module& parallel_layer, const std::string& local_name, const Tensor& full) {
+  if (auto* col = dynamic_cast<l11::ColumnParallelLinear*>(&parallel_layer)) {
+    const l11::ShardRange r = col->output_range();  // rows of the weight, entries of the bias
+    return full.slice(r.begin, r.end).clone();
+  }
+  if (auto* row = dynamic_cast<l11::RowParallelLinear*>(&parallel_layer))
+    if (local_name == "weight") return l11::take_columns(full, row->input_range());
+  return full;
+}
+
+/// Every gradient of the tensor-parallel `model` equals this rank's part of the unsplit
+/// `reference`'s (same layer order and names).
+inline void check_grads_match(nn::Sequential& model, nn::Sequential& reference, double tol) {
+  REQUIRE(model.size() == reference.size());
+  for (std::size_t i = 0; i < model.size(); ++i) {
+    for (const auto& [name, p] : model.at(i)->named_parameters()) {
+      INFO("layer " << i << " (" << model.at(i)->describe() << "), parameter " << name);
+      const Tensor& full = reference.at(i)->parameter(name).grad;
+      CHECK(max_rel_diff(p->grad, my_part(*model.at(i), name, full)) < tol);
+    }
+  }
+}
+
+}  // namespace tp_test
