@@ -32,7 +32,22 @@ class Storage {
   const Device& device() const { return device_; }   ///< device the block lives on
   bool pinned() const { return pinned_; }            ///< true only if page-locking succeeded
 
+  /// Gives the block's memory back to its allocator while this Storage, and every tensor
+  /// viewing it, stays: a fully sharded unit frees its gathered parameters between forward
+  /// and backward although the layers' saved contexts still hold views of them (PyTorch's
+  /// storage resize to 0). The counters drop by bytes(); reading such a tensor throws until
+  /// reallocate(). Throws for pinned host memory.
+  void release();
+  /// Gives a released block memory of bytes() again (contents undefined). Does nothing when
+  /// it holds memory.
+  void reallocate();
+  /// False between release() and reallocate().
+  bool holds_memory() const { return ptr_ != nullptr; }
+
  private:
+  void acquire();
+  void give_back();
+
   Device device_;
   std::size_t bytes_ = 0;
   void* ptr_ = nullptr;

@@ -203,37 +203,46 @@ void cuda_free(const Device& d, void* ptr) {
 
 Storage::Storage(Device device, std::size_t bytes, bool pinned) : device_(device), bytes_(bytes) {
   (void)pinned;  // only honoured where a GPU driver can page-lock host memory
-  if (device.is_cpu()) {
 #ifdef MGPU_WITH_CUDA
-    if (pinned && cuda_available()) {
-      MGPU_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes ? bytes : 1, cudaHostAllocPortable));
-      pinned_ = true;
-    }
+  if (device.is_cpu() && pinned && cuda_available()) {
+    MGPU_CUDA_CHECK(cudaHostAlloc(&ptr_, bytes ? bytes : 1, cudaHostAllocPortable));
+    pinned_ = true;
+    count_alloc(device_, bytes_);
+    return;
+  }
 #endif
-    if (!pinned_) {
-      // 64-byte alignment: a cache line, and enough for any vector load.
-      ptr_ = host_alloc(device, host_block_size(bytes));
-    }
+  acquire();
+}
+
+Storage::~Storage() {
+#ifdef MGPU_WITH_CUDA
+  if (pinned_) {
+    count_free(device_, bytes_);
+    cudaFreeHost(ptr_);
+    return;
+  }
+#endif
+  if (ptr_ != nullptr) give_back();
+}
+
+void Storage::acquire() {
+  if (device_.is_cpu()) {
+    // 64-byte alignment: a cache line, and enough for any vector load.
+    ptr_ = host_alloc(device_, host_block_size(bytes_));
   } else {
 #ifdef MGPU_WITH_CUDA
-    ptr_ = cuda_alloc(device, bytes ? bytes : 1);
+    ptr_ = cuda_alloc(device_, bytes_ ? bytes_ : 1);
 #else
-    MGPU_FAIL("cannot allocate on ", device.str(),
+    MGPU_FAIL("cannot allocate on ", device_.str(),
               ": this build has no CUDA backend (use --device cpu)");
 #endif
   }
   count_alloc(device_, bytes_);
 }
 
-Storage::~Storage() {
+void Storage::give_back() {
   count_free(device_, bytes_);
   if (device_.is_cpu()) {
-#ifdef MGPU_WITH_CUDA
-    if (pinned_) {
-      cudaFreeHost(ptr_);
-      return;
-    }
-#endif
     host_free(ptr_, host_block_size(bytes_));
   } else {
 #ifdef MGPU_WITH_CUDA
@@ -244,6 +253,16 @@ Storage::~Storage() {
     }
 #endif
   }
+  ptr_ = nullptr;
+}
+
+void Storage::release() {
+  MGPU_CHECK(!pinned_, "Storage::release: pinned host memory cannot be released and kept");
+  if (ptr_ != nullptr) give_back();
+}
+
+void Storage::reallocate() {
+  if (ptr_ == nullptr) acquire();
 }
 
 MemoryStats memory_stats(const Device& d) {

@@ -84,6 +84,9 @@ std::string Tensor::str() const {
 
 void* Tensor::raw_data() const {
   MGPU_CHECK(defined(), "raw_data of an undefined tensor");
+  MGPU_CHECK(storage_->holds_memory(), "the memory of ", str(), " was released (a fully "
+             "sharded parameter outside its unit's forward and backward: read the full "
+             "parameters from the sharded model's full_state_dict())");
   return static_cast<char*>(storage_->data()) + offset_ * static_cast<std::int64_t>(dtype_size(dtype_));
 }
 
