@@ -28,10 +28,13 @@
 ///
 /// How it maps onto PyTorch: stage 1 is DDP with torch.distributed.optim.
 /// ZeroRedundancyOptimizer (an all-reduce, then each rank updates its shard, then the
-/// parameters travel); stage 2 is FSDP's ShardingStrategy.SHARD_GRAD_OP and stage 3 its
-/// FULL_SHARD (use_orig_params=False: the optimizer sees flat parameters). Differences:
-/// there is no autograd, so backward() is a method; stages 1-2 all-gather the updated
-/// parameters at the next forward, unit by unit, overlapped with the forward; buffers
+/// parameters travel); stage 3 is FSDP's ShardingStrategy.FULL_SHARD (use_orig_params=False:
+/// the optimizer sees flat parameters); stage 2 is the paper's ZeRO-2, which keeps the full
+/// parameters between steps (FSDP's SHARD_GRAD_OP frees them after backward and gathers
+/// them again before the next forward). Differences: there is no autograd, so backward()
+/// is a method; stages 1-2 all-gather the updated parameters at the next forward, unit by
+/// unit, overlapped with the forward; the next unit's all-gather is started explicitly
+/// (a CPU does not run ahead of its own compute as a CPU driving a GPU does); buffers
 /// (BatchNorm statistics) are broadcast from rank 0 at construction and by sync_buffers().
 #pragma once
 

@@ -1,0 +1,52 @@
+// Lesson 10, task 1: the padded flat layout of a unit's parameters, its views and the pieces
+// of each rank's shard (mgpu/parallel/flat_param.h).
+#include <algorithm>
+#include <string>
+#include <utility>
+#include <vector>
+
+#include "mgpu/parallel/flat_param.h"
+
+namespace mgpu::parallel {
+
+FlatLayout make_flat_layout(const std::vector<std::pair<std::string, Shape>>& params,
+                            int world_size) {
+  MGPU_CHECK(world_size >= 1, "make_flat_layout: world size ", world_size, " (need >= 1)");
+  FlatLayout layout;
+  layout.world_size = world_size;
+  // TODO(task1) BEGIN: one slot per parameter, back to back from offset 0; then numel, the
+  // padded size (the smallest multiple of world_size >= numel) and the shard size
+  // (about 10 lines).
+  MGPU_FAIL("TODO(task1): make_flat_layout is not written yet (lessons/10_sharding/flat_layout.cpp); "
+            "asked for ", params.size(), " parameter(s) on ", world_size, " rank(s)");
+  // TODO(task1) END
+  MGPU_CHECK(layout.numel > 0, "make_flat_layout: ", params.size(),
+             " parameter(s) with no element at all; a unit needs at least one");
+  return layout;
+}
+
+std::vector<Tensor> param_views(const FlatLayout& layout, const Tensor& flat) {
+  check_defined("param_views", flat, "flat buffer");
+  MGPU_CHECK(flat.numel() == layout.padded_numel, "param_views: the flat buffer is ", flat.str(),
+             " but the layout needs ", layout.padded_numel, " elements");
+  std::vector<Tensor> views;
+  // TODO(task1) BEGIN: a view of `flat` per slot, at its offset, in its shape (about 2 lines).
+  MGPU_FAIL("TODO(task1): param_views is not written yet (lessons/10_sharding/flat_layout.cpp)");
+  // TODO(task1) END
+  return views;
+}
+
+std::vector<ShardPiece> shard_pieces(const FlatLayout& layout, int rank) {
+  MGPU_CHECK(rank >= 0 && rank < layout.world_size, "shard_pieces: rank ", rank,
+             " of a layout for ", layout.world_size, " ranks");
+  std::vector<ShardPiece> pieces;
+  // TODO(task1) BEGIN: the shard is [begin, end) of the flat buffer; each slot that
+  // overlaps it gives one piece: the overlap's start within the parameter and within the
+  // shard, and its length (about 10 lines).
+  MGPU_FAIL("TODO(task1): shard_pieces is not written yet (lessons/10_sharding/flat_layout.cpp); "
+            "asked for rank ", rank);
+  // TODO(task1) END
+  return pieces;
+}
+
+}  // namespace mgpu::parallel
