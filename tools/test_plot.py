@@ -111,6 +111,21 @@ class PlotTest(unittest.TestCase):
         out = self.path("scaling.png")
         self.assert_png(self.plot("scaling", self.path("scaling.jsonl"), "-o", out), out)
 
+    def test_memory(self):
+        rows = []
+        for model in ("cnn", "wide-mlp"):
+            for label, per_param in (("DDP", 16.0), ("ZeRO-3", None)):
+                for n in (1, 2, 3, 4):
+                    want = 10 * (per_param if per_param else 16.0 / n)
+                    rows.append({"model": model, "label": label, "world_size": n,
+                                 "measured_MiB": want * 1.01, "predicted_MiB": want})
+        write_jsonl(self.path("memory.jsonl"), rows)
+        out = self.path("memory.png")
+        self.assert_png(self.plot("memory", self.path("memory.jsonl"), "-o", out), out)
+        write_jsonl(self.path("m2.jsonl"), [{"label": "DDP", "world_size": 1, "measured_MiB": 1}])
+        self.assert_error(self.plot("memory", self.path("m2.jsonl"), "-o", self.path("x.png")),
+                          "m2.jsonl", "predicted_MiB")
+
     def test_errors_are_one_line(self):
         write_jsonl(self.path("m.jsonl"), [{"epoch": 1, "train_loss": 1.0}])
         self.assert_error(self.plot("curves", self.path("m.jsonl"), "-o", self.path("x.png")),

@@ -99,8 +99,10 @@ class ShardedDataParallel : public nn::Module {
   std::size_t num_units() const { return units_.size(); }
   /// Unit i (forward order).
   ShardedUnit& unit(std::size_t i) { return *units_.at(i); }
+  /// Unit i (forward order), to read.
+  const ShardedUnit& unit(std::size_t i) const { return *units_.at(i); }
   /// The group the shards live on.
-  dist::ProcessGroup& process_group() { return group_; }
+  dist::ProcessGroup& process_group() const { return group_; }
   /// One line per unit (ShardedUnit::describe).
   std::string unit_summary() const;
   /// The collectives issued since the last call (after a step: every one has finished).

@@ -1,0 +1,157 @@
+// Lesson 10's measurements: formulas for a run, the collectives of each step, summaries.
+#include "sharding_report.h"
+
+#include <algorithm>
+#include <cstdio>
+
+#include "mgpu/dist/dist.h"
+#include "mgpu/parallel/sharding_model.h"
+
+namespace mgpu::lesson10 {
+
+namespace {
+
+constexpr double kMiB = 1024.0 * 1024.0;
+
+std::string mib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.2f MiB", bytes / kMiB);
+  return text;
+}
+
+double largest_over_ranks(double x, dist::ProcessGroup& group) {
+  Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});
+  group.all_reduce(t, dist::ReduceOp::max).wait();
+  return t.to_vector<double>()[0];
+}
+
+}  // namespace
+
+MemoryFormula ddp_formula(std::int64_t parameters, bool bucket_view, int world, DType compute,
+                          std::size_t buckets) {
+  MemoryFormula f;
+  f.memory = parallel::predict_memory(0, std::vector<std::int64_t>{parameters}, world, DType::f32,
+                                      true, !bucket_view);
+  // Under autocast the 16-bit weight casts live from the forward to the backward that uses
+  // them (the layers keep them for it).
+  if (compute != DType::f32)
+    f.memory.working_set = static_cast<double>(dtype_size(compute)) * static_cast<double>(parameters);
+  f.bytes_sent_per_step = parallel::ring_bytes_sent("all-reduce", 4.0 * static_cast<double>(parameters), world);
+  f.collectives_per_step = static_cast<double>(buckets);
+  return f;
+}
+
+MemoryFormula sharded_formula(const parallel::ShardedDataParallel& sdp) {
+  MemoryFormula f;
+  f.memory = sdp.predicted_memory();
+  const int world = sdp.process_group().size();
+  const int stage = sdp.options().stage;
+  std::vector<const char*> ops = stage == 1   ? std::vector<const char*>{"all-reduce", "all-gather"}
+                                 : stage == 2 ? std::vector<const char*>{"reduce-scatter", "all-gather"}
+                                              : std::vector<const char*>{"all-gather", "all-gather", "reduce-scatter"};
+  for (std::size_t k = 0; k < sdp.num_units(); ++k) {
+    const parallel::ShardedUnit& u = sdp.unit(k);
+    const double bytes = static_cast<double>(u.layout().padded_numel) *
+                         static_cast<double>(dtype_size(u.compute_dtype()));
+    for (const char* op : ops) f.bytes_sent_per_step += parallel::ring_bytes_sent(op, bytes, world);
+    f.collectives_per_step += static_cast<double>(ops.size());
+  }
+  return f;
+}
+
+std::string describe_formula(const MemoryFormula& f) {
+  char text[96];
+  std::snprintf(text, sizeof text, "%.0f collectives", f.collectives_per_step);
+  return "formula per rank: keeps " + mib(f.memory.persistent()) + " (parameters " +
+         mib(f.memory.params) + ", gradients " + mib(f.memory.grads) + ", AdamW moments " +
+         mib(f.memory.optimizer_state) + "); peak " + mib(f.memory.peak()) +
+         " + activations; sends " + mib(f.bytes_sent_per_step) + " per step in " + text;
+}
+
+std::vector<Collective> ddp_collectives(const std::vector<parallel::BucketTiming>& buckets) {
+  std::vector<Collective> out;
+  for (const parallel::BucketTiming& b : buckets)
+    out.push_back(Collective{"all-reduce", "all-reduce bucket " + std::to_string(b.bucket),
+                             static_cast<double>(b.bytes), b.launch_s, b.done_s});
+  return out;
+}
+
+std::vector<Collective> sharded_collectives(const std::vector<parallel::UnitCollective>& log) {
+  std::vector<Collective> out;
+  for (const parallel::UnitCollective& c : log)
+    out.push_back(Collective{c.op, c.op + " unit " + std::to_string(c.unit),
+                             static_cast<double>(c.bytes), c.launch_s, c.done_s});
+  return out;
+}
+
+void StepRecorder::record(double t0, double t1, double t2, double t3, double kept_bytes,
+                          double peak_bytes, const std::vector<Collective>& collectives, int world) {
+  double sent = 0;
+  for (const Collective& c : collectives) {
+    sent += parallel::ring_bytes_sent(c.op, c.bytes, world);
+    trace_.span("comm", c.name, c.launch_s, c.done_s, {{"bytes", c.bytes}});
+  }
+  trace_.span("compute", "forward", t0, t1);
+  trace_.span("compute", "backward", t1, t2);
+  trace_.span("compute", "optimizer", t2, t3);
+  steps_.push_back(Step{1e3 * (t3 - t0), kept_bytes, peak_bytes, sent,
+                        static_cast<double>(collectives.size())});
+}
+
+StepSummary StepRecorder::summary(dist::ProcessGroup& group) {
+  // Steady steps: without the first two when there are enough.
+  std::vector<Step> steady(steps_.begin() + (steps_.size() > 3 ? 2 : 0), steps_.end());
+  steps_.clear();
+  StepSummary s;
+  s.steps = static_cast<std::int64_t>(steady.size());
+  if (steady.empty()) return s;
+  std::vector<double> ms;
+  for (const Step& st : steady) {
+    ms.push_back(st.ms);
+    s.kept_bytes = st.kept;  // the last step's
+    s.peak_bytes = std::max(s.peak_bytes, st.peak);
+    s.bytes_sent_per_step += st.bytes_sent / static_cast<double>(steady.size());
+    s.collectives_per_step += st.collectives / static_cast<double>(steady.size());
+  }
+  std::sort(ms.begin(), ms.end());
+  s.step_ms_median = ms.size() % 2 ? ms[ms.size() / 2] : 0.5 * (ms[ms.size() / 2 - 1] + ms[ms.size() / 2]);
+  s.step_ms_min = ms.front();
+  s.step_ms_max = ms.back();
+  s.kept_bytes = largest_over_ranks(s.kept_bytes, group);
+  s.peak_bytes = largest_over_ranks(s.peak_bytes, group);
+  return s;
+}
+
+app::MetricFields metric_fields(const StepSummary& s, const MemoryFormula& f, int zero, int world) {
+  return {{"zero", zero},
+          {"ranks", world},
+          {"kept_MiB", s.kept_bytes / kMiB},
+          {"peak_MiB", s.peak_bytes / kMiB},
+          {"formula_kept_MiB", f.memory.persistent() / kMiB},
+          {"formula_peak_MiB", f.memory.peak() / kMiB},
+          {"bytes_sent_per_step", s.bytes_sent_per_step},
+          {"formula_bytes_per_step", f.bytes_sent_per_step},
+          {"collectives_per_step", s.collectives_per_step},
+          {"step_ms_median", s.step_ms_median},
+          {"step_ms_min", s.step_ms_min},
+          {"step_ms_max", s.step_ms_max},
+          {"steady_steps", static_cast<double>(s.steps)}};
+}
+
+std::string describe_summary(const StepSummary& s, const MemoryFormula& f) {
+  char text[256];
+  std::snprintf(text, sizeof text,
+                "measured per rank (%lld steady steps): keeps %s (formula %s, %+.2f%%), peak %s "
+                "(formula %s without activations); sends %s per step in %.0f collectives "
+                "(formula %s); step %.1f ms median (%.1f-%.1f)",
+                static_cast<long long>(s.steps), mib(s.kept_bytes).c_str(),
+                mib(f.memory.persistent()).c_str(),
+                100.0 * (s.kept_bytes - f.memory.persistent()) / f.memory.persistent(),
+                mib(s.peak_bytes).c_str(), mib(f.memory.peak()).c_str(),
+                mib(s.bytes_sent_per_step).c_str(), s.collectives_per_step,
+                mib(f.bytes_sent_per_step).c_str(), s.step_ms_median, s.step_ms_min,
+                s.step_ms_max);
+  return text;
+}
+
+}  // namespace mgpu::lesson10
