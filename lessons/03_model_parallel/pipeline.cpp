@@ -12,6 +12,7 @@
 #include <optional>
 #include <thread>
 
+#include "mgpu/allocator.h"
 #include "mgpu/stream.h"
 #include "pipeline.h"
 
@@ -62,25 +63,11 @@ class Mailbox {
   std::vector<Tensor> items_;
 };
 
-// Our layers keep their saved contexts last in, first out (nn/module.h), so on every stage
-// the backwards must come in the reverse order of the forwards.
-void check_lifo(const Schedule& s) {
-  for (int k = 0; k < s.num_stages; ++k) {
-    std::vector<int> stack;
-    for (const Op& op : s.stage_ops(k)) {
-      if (op.kind == OpKind::forward) {
-        stack.push_back(op.micro);
-        continue;
-      }
-      MGPU_CHECK(!stack.empty() && stack.back() == op.micro, "Pipeline: schedule '", s.name,
-                 "' runs B", op.micro, " on stage ", k, " while the newest forward not yet "
-                 "backpropagated there is F", stack.empty() ? -1 : stack.back(),
-                 ". mgpu's layers keep their forward contexts last in, first out, so a stage's "
-                 "backwards must come in the reverse order of its forwards: GPipe and the naive "
-                 "schedule do, 1F1B does not (it needs one saved context per micro-batch)");
-      stack.pop_back();
-    }
-  }
+// The most micro-batches whose contexts one layer of the stage holds now.
+int live_contexts(const Stage& stage) {
+  std::size_t most = 0;
+  for (const auto& layer : stage.layers) most = std::max(most, layer->saved_forwards());
+  return static_cast<int>(most);
 }
 
 void clear_all(std::vector<Stage>& stages) {
@@ -108,7 +95,6 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
   MGPU_CHECK(s.num_stages == K, "Pipeline::train_step: schedule '", s.name, "' is for ",
              s.num_stages, " stages, the pipeline has ", K);
   check_schedule(s);
-  check_lifo(s);
   check_defined("Pipeline::train_step", x, "x");
   check_defined("Pipeline::train_step", labels, "labels");
   MGPU_CHECK(x.ndim() >= 1 && labels.ndim() == 1 && labels.size(0) == x.size(0),
@@ -139,10 +125,17 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
     offset += sizes[m];
   }
 
-  // Step 3) one worker per stage runs its column of the schedule.
+  // Step 3) what each stage's device holds before the first forward: the step's peak
+  // above it is the activations, gradients and copies in flight.
+  std::vector<std::size_t> held_before(static_cast<std::size_t>(K));
+  for (int k = 0; k < K; ++k) reset_peak_memory(stages_[k].device);
+  for (int k = 0; k < K; ++k) held_before[k] = memory_stats(stages_[k].device).allocated;
+
+  // Step 4) one worker per stage runs its column of the schedule.
   std::atomic<bool> abort{false};
   std::vector<std::exception_ptr> errors(static_cast<std::size_t>(K));
   std::vector<std::vector<OpTiming>> timings(static_cast<std::size_t>(K));
+  std::vector<int> peak_live(static_cast<std::size_t>(K), 0);
   auto worker = [&](int k) {
     Stage& stage = stages_[k];
     try {
@@ -161,7 +154,12 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
         if (op.kind == OpKind::forward) {
           const Tensor in = inputs[k].take(m, timeout_s_, abort, "activation", k);
           start = now_us();
-          Tensor out = stage.forward(in);
+          Tensor out;
+          {
+            nn::ContextScope scope(m);  // this micro-batch's contexts, for its backward
+            out = stage.forward(in);
+          }
+          peak_live[k] = std::max(peak_live[k], live_contexts(stage));
           if (k + 1 < K) {
             send_to = &inputs[k + 1];
             sent = out.to(stages_[k + 1].device);  // copy_ waits for `out`
@@ -180,7 +178,11 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
             g = grads[k].take(m, timeout_s_, abort, "gradient", k);
             start = now_us();
           }
-          Tensor g_in = stage.backward(g);
+          Tensor g_in;
+          {
+            nn::ContextScope scope(m);  // takes micro-batch m's contexts, whatever ran since
+            g_in = stage.backward(g);
+          }
           if (k > 0) {
             send_to = &grads[k - 1];
             sent = g_in.to(stages_[k - 1].device);
@@ -213,8 +215,12 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
     }
   }
 
-  // Step 4) what the step measured.
+  // Step 5) what the step measured.
   StepStats stats;
+  stats.peak_live_contexts = peak_live;
+  for (int k = 0; k < K; ++k)
+    stats.peak_step_bytes.push_back(static_cast<double>(
+        memory_stats(stages_[k].device).peak_allocated - held_before[k]));
   double begin = 0, end = 0;
   bool any = false;
   for (const auto& column : timings)

@@ -96,9 +96,9 @@ Schedule gpipe_schedule(int num_stages, int num_micro);
 /// and back before the next starts, so exactly one stage works at any tick. 2 K M ticks.
 Schedule naive_schedule(int num_stages, int num_micro);
 
-/// 1F1B (given, the stretch): after a warm-up of K - 1 - k forwards, stage k alternates one
-/// forward and one backward, so it holds at most K - k micro-batches' activations instead
-/// of M. Same idle fraction as GPipe; far less activation memory.
+/// 1F1B on the clock (given): each stage's one_f_one_b_order, every op placed at the
+/// earliest tick its input allows. Same length and idle fraction as GPipe; stage k holds at
+/// most K - k micro-batches' activations instead of M.
 Schedule one_f_one_b_schedule(int num_stages, int num_micro);
 
 /// The most micro-batches whose activations stage k holds at once under `s` (forwards done
@@ -109,6 +109,15 @@ int max_in_flight(const Schedule& s, int k);
 /// once, forward m on stage k after forward m on stage k - 1, backward m on stage k after
 /// backward m on stage k + 1 (or, on the last stage, after its forward m).
 void check_schedule(const Schedule& s);
+
+// ---- Task 4: the 1F1B order (one_f_one_b.cpp) -------------------------------------------------
+
+/// Stage k's ops under 1F1B (one forward, one backward), in the order it runs them: a
+/// warm-up of min(K - 1 - k, M) forwards, then one forward and one backward while forwards
+/// remain, then the remaining backwards; forwards and backwards each in micro-batch order.
+/// Stage k then holds at most K - k micro-batches at once. Throws unless K >= 1, M >= 1
+/// and 0 <= stage < K.
+std::vector<Op> one_f_one_b_order(int num_stages, int num_micro, int stage);
 
 // ---- Task 3: micro-batches and gradient accumulation (accumulate.cpp) -------------------------
 
@@ -148,20 +157,29 @@ struct StepStats {
   std::vector<double> busy_us, idle_us;
   /// Idle time over K * span: the measured bubble fraction.
   double bubble_fraction() const;
+  /// Per stage, the most micro-batches whose forward contexts its layers held at once
+  /// (nn::Module::saved_forwards after each forward): GPipe M, 1F1B at most K - k.
+  std::vector<int> peak_live_contexts;
+  /// Per stage, the peak of the bytes allocated on its device during the step above what
+  /// was allocated when the step began: the saved activations, plus the gradients and the
+  /// copies in flight. Stages that share a device share the count.
+  std::vector<double> peak_step_bytes;
 };
 
 /// Runs a Schedule over the stages: one worker thread per stage that executes its ops in
 /// its schedule order, each op waiting for its input (the activation from the stage before,
-/// or the gradient from the stage after). On CUDA each worker computes on its device's
-/// compute stream and sends on the neighbour's communication stream.
+/// or the gradient from the stage after). Micro-batch m's forward and backward run in
+/// nn::ContextScope(m), so any valid schedule runs (GPipe, 1F1B). On CUDA each worker
+/// computes on its device's compute stream and sends on the neighbour's communication
+/// stream.
 class Pipeline {
  public:
   explicit Pipeline(std::vector<Stage> stages);
 
   /// One training step over a batch: split into s.num_micro micro-batches, run `s`, and
   /// accumulate every micro-batch's gradients into the parameters (zeroed first). x and
-  /// labels may live anywhere. Throws a clear error instead of hanging when the schedule
-  /// waits for something that never comes.
+  /// labels may live anywhere. Resets each stage device's peak memory counter. Throws a
+  /// clear error instead of hanging when the schedule waits for something that never comes.
   StepStats train_step(const Tensor& x, const Tensor& labels, const Schedule& s);
   /// Evaluation: forward_through, one stage after the other.
   Tensor forward(const Tensor& x);

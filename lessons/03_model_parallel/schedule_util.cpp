@@ -1,5 +1,5 @@
 // What every schedule shares: reading it per stage, its idle fraction, drawing it,
-// checking it, and 1F1B (built by simulating each stage's op order on the clock).
+// checking it, and 1F1B on the clock (each stage's order of task 4, simulated).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -90,17 +90,8 @@ Schedule one_f_one_b_schedule(int num_stages, int num_micro) {
   const int K = num_stages, M = num_micro;
   MGPU_CHECK(K >= 1 && M >= 1, "one_f_one_b_schedule: need K >= 1 and M >= 1, got K = ", K,
              ", M = ", M);
-  std::vector<std::vector<Op>> orders(static_cast<std::size_t>(K));
-  for (int k = 0; k < K; ++k) {
-    const int warmup = std::min(K - 1 - k, M);
-    int f = 0, b = 0;
-    for (; f < warmup; ++f) orders[k].push_back({OpKind::forward, f});
-    while (f < M) {  // steady state: one forward, one backward
-      orders[k].push_back({OpKind::forward, f++});
-      orders[k].push_back({OpKind::backward, b++});
-    }
-    while (b < M) orders[k].push_back({OpKind::backward, b++});  // cool-down
-  }
+  std::vector<std::vector<Op>> orders;
+  for (int k = 0; k < K; ++k) orders.push_back(one_f_one_b_order(K, M, k));
   return simulate("1f1b", orders, M);
 }
 

@@ -1,14 +1,15 @@
 // train: lesson 03's program. Splits an MLP across the listed devices, trains it with the
-// GPipe (or naive) schedule, and shows the pipeline's bubble: the ideal schedule in ticks,
-// the measured timeline, busy and idle time per stage, and a Chrome trace.
+// GPipe, 1F1B (or naive) schedule, and shows the pipeline's bubble and memory: the ideal
+// schedule in ticks, the measured timeline, busy and idle time per stage, the live
+// micro-batches and peak memory per stage, and a Chrome trace.
 //
 //   build/solutions/03_model_parallel/train --devices cpu:0,cpu:1 --micro 4
-//   build/solutions/03_model_parallel/train --devices cpu:0,cpu:1 --sweep
+//   build/solutions/03_model_parallel/train --devices cpu:0,cpu:1,cpu:2,cpu:3 --schedule 1f1b
+//   build/solutions/03_model_parallel/train --devices cpu:0,cpu:1,cpu:2,cpu:3 --sweep
 //   build/solutions/03_model_parallel/train --devices cuda:0,cuda:1 --trace pipe.json
 #include <string>
 #include <vector>
 
-#include "mgpu/allocator.h"
 #include "mgpu/app/app.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
@@ -25,6 +26,7 @@ struct PipelineFlags {
   int micro = 4;
   std::string schedule = "gpipe";
   bool sweep = false;
+  std::string sweep_jsonl;  // where --sweep writes its JSON lines, if set
 };
 
 int train(const app::Options& opt, const PipelineFlags& f) {
@@ -47,7 +49,7 @@ int train(const app::Options& opt, const PipelineFlags& f) {
   l03::Pipeline pipe(l03::split_model(*model, cuts, devices));
   l03::print_stages(pipe, devices);
   optim::SGD optimizer(model->parameters(), {opt.lr, opt.momentum, opt.weight_decay});
-  if (f.sweep) return l03::run_sweep(pipe, *train_loader, K, opt.batch_size);
+  if (f.sweep) return l03::run_sweep(pipe, *train_loader, K, opt.batch_size, f.sweep_jsonl);
   const l03::Schedule schedule = l03::make_schedule(f.schedule, K, f.micro);
   l03::print_schedule(schedule, opt.batch_size);
   run.trace().name_process("pipeline (" + schedule.name + ")");
@@ -63,8 +65,6 @@ int train(const app::Options& opt, const PipelineFlags& f) {
     data::Batch batch;
     // Step 1) the next batch, on stage 0's device.
     while (run.next_batch(batch)) {
-      if (run.steps_done() == 1)  // the first step allocated everything: measure from here
-        for (const Device& d : devices) reset_peak_memory(d);
       const double step_start = app::now_s();
       // Step 2) forward and backward of every micro-batch, as the schedule orders them;
       // the gradients accumulate in the parameters, on each stage's device.
@@ -99,7 +99,8 @@ int main(int argc, char** argv) {
   opt.lr = 0.05;
   opt.device = "cpu:0,cpu:1";
   PipelineFlags f;
-  CLI::App cli{"Lesson 03: model parallelism, a model split across devices with a GPipe pipeline"};
+  CLI::App cli{"Lesson 03: model parallelism, a model split across devices with a GPipe or 1F1B "
+               "pipeline"};
   app::FlagSet flags;
   flags.models = {"deep-mlp", "mlp"};
   flags.device_list = true;
@@ -110,9 +111,12 @@ int main(int argc, char** argv) {
                  "balanced by parameters)")->delimiter(',');
   cli.add_option("--micro", f.micro, "micro-batches per batch (M)")
       ->check(app::positive_integer())->capture_default_str();
-  cli.add_option("--schedule", f.schedule, "gpipe or naive")
-      ->check(CLI::IsMember({"gpipe", "naive"}))->capture_default_str();
-  cli.add_flag("--sweep", f.sweep, "measure the bubble for naive and GPipe with M = 1..32, then exit");
+  cli.add_option("--schedule", f.schedule, "gpipe, 1f1b or naive")
+      ->check(CLI::IsMember({"gpipe", "1f1b", "naive"}))->capture_default_str();
+  cli.add_flag("--sweep", f.sweep, "measure GPipe against 1F1B (bubble, live micro-batches, peak "
+               "memory per stage) for M = 4, 8, 16 micro-batches of batch/16 rows, then exit");
+  cli.add_option("--sweep-jsonl", f.sweep_jsonl, "--sweep also writes one JSON line per M here "
+                 "(tools/plot sweep reads it)");
   CLI11_PARSE(cli, argc, argv);
   return app::run_main([&] { return train(opt, f); });
 }

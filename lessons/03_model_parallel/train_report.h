@@ -1,13 +1,17 @@
 /// @file train_report.h
 /// @brief What lesson 03's program prints around its training loop: the stages, the
-/// schedule on its own clock, the bubble sweep, and the closing report (the last step's
-/// timeline, busy and idle time per stage, the measured bubble, peak memory).
+/// schedule on its own clock, the sweep of GPipe against 1F1B, and the closing report (the
+/// last step's timeline, busy and idle time per stage, the measured bubble, peak memory).
 /// Program-only: the tests do not use it.
 #pragma once
 
+#include <algorithm>
 #include <cstdio>
+#include <cstdlib>
+#include <fstream>
 #include <sstream>
 #include <string>
+#include <thread>
 #include <utility>
 #include <vector>
 
@@ -17,9 +21,10 @@
 
 namespace mgpu::lesson03 {
 
-/// The schedule called `name` ("gpipe" or "naive") for K stages and M micro-batches.
+/// The schedule called `name` ("gpipe", "1f1b" or "naive") for K stages and M micro-batches.
 inline Schedule make_schedule(const std::string& name, int K, int M) {
-  return name == "naive" ? naive_schedule(K, M) : gpipe_schedule(K, M);
+  if (name == "naive") return naive_schedule(K, M);
+  return name == "1f1b" ? one_f_one_b_schedule(K, M) : gpipe_schedule(K, M);
 }
 
 /// One line per stage: its device, its layers and their parameter count.
@@ -46,9 +51,9 @@ inline void print_schedule(const Schedule& schedule, std::int64_t batch) {
               schedule.name.c_str(), K, M, static_cast<long long>(batch / M),
               static_cast<long long>(batch), schedule.draw().c_str());
   std::printf("idle fraction of the schedule: %.3f (GPipe's (K-1)/(M+K-1) = %.3f); activations "
-              "held per stage: up to %d micro-batches (1F1B would hold %d on stage 0)\n\n",
+              "held on stage 0: up to %d micro-batches (GPipe %d, 1F1B %d)\n\n",
               schedule.idle_fraction(), static_cast<double>(K - 1) / (M + K - 1),
-              max_in_flight(schedule, 0), max_in_flight(one_f_one_b_schedule(K, M), 0));
+              max_in_flight(schedule, 0), M, max_in_flight(one_f_one_b_schedule(K, M), 0));
 }
 
 /// Busy and idle time per stage and the bubble, summed over steps.
@@ -69,32 +74,109 @@ struct StageAverages {
   }
 };
 
-/// The pipeline's central trade-off, measured: more micro-batches shrink the bubble.
-inline int run_sweep(Pipeline& pipe, data::DataLoader& loader, int K, std::int64_t batch) {
-  std::printf("\nbubble sweep (batch %lld, %d stages, 6 steps each, the first not counted):\n",
-              static_cast<long long>(batch), K);
-  std::printf("  %-8s %4s %12s %12s %10s\n", "schedule", "M", "ideal", "measured", "step ms");
-  std::vector<std::pair<std::string, int>> runs = {{"naive", 1}};
-  for (int M : {1, 2, 4, 8, 16, 32})
-    if (M <= batch) runs.push_back({"gpipe", M});
+/// Median, min and max of a list of values.
+struct Spread {
+  double median = 0, min = 0, max = 0;
+  explicit Spread(std::vector<double> v) {
+    if (v.empty()) return;
+    std::sort(v.begin(), v.end());
+    const std::size_t n = v.size();
+    median = n % 2 ? v[n / 2] : (v[n / 2 - 1] + v[n / 2]) / 2;
+    min = v.front();
+    max = v.back();
+  }
+};
+
+inline double mib(double bytes) { return bytes / (1024.0 * 1024.0); }
+
+/// What one schedule measured over the counted rounds of the sweep.
+struct SweepCell {
+  std::vector<double> bubble, step_ms;
+  std::vector<std::vector<double>> stage_bytes;  // [stage][round]
+  std::vector<int> live;                         // most live contexts per stage
+  void add(const StepStats& st) {
+    bubble.push_back(st.bubble_fraction());
+    step_ms.push_back(st.span_us / 1000.0);
+    stage_bytes.resize(st.peak_step_bytes.size());
+    live.resize(st.peak_live_contexts.size(), 0);
+    for (std::size_t k = 0; k < st.peak_step_bytes.size(); ++k) {
+      stage_bytes[k].push_back(st.peak_step_bytes[k]);
+      live[k] = std::max(live[k], st.peak_live_contexts[k]);
+    }
+  }
+};
+
+/// GPipe against 1F1B, measured: for M = 4, 8, 16 micro-batches of batch / 16 rows each
+/// (the batch grows with M, as when M is raised to shrink the bubble), the bubble and each
+/// stage's peak memory above what it held before the step. The schedules alternate (GPipe,
+/// 1F1B, GPipe, ...) so that the machine's load falls on both alike; medians with min and max
+/// over 6 rounds after one uncounted. Writes one JSON line per M to `jsonl` if not empty
+/// (tools/plot sweep reads it).
+inline int run_sweep(Pipeline& pipe, data::DataLoader& loader, int K, std::int64_t batch,
+                     const std::string& jsonl) {
+  constexpr int kRounds = 7;
+  const std::vector<int> micros = {4, 8, 16};
+  const std::int64_t rows = batch / micros.back();
+  MGPU_CHECK(rows >= 1, "--sweep: micro-batches of batch / ", micros.back(), " rows need "
+             "--batch-size >= ", micros.back(), ", got ", batch);
+  std::ofstream out;
+  if (!jsonl.empty()) {
+    out.open(jsonl);
+    MGPU_CHECK(out.good(), "--sweep-jsonl: cannot write '", jsonl, "'");
+  }
+  double load[3] = {0, 0, 0};
+  const bool have_load = getloadavg(load, 3) == 3;
+  std::printf("\nGPipe against 1F1B: K = %d stages, micro-batches of %lld rows (a batch of %lld M "
+              "rows), %d rounds with the two schedules alternating, the first not counted; "
+              "load average %s on %u hardware threads\n", K, static_cast<long long>(rows),
+              static_cast<long long>(rows), kRounds,
+              have_load ? std::to_string(load[0]).substr(0, 5).c_str() : "unknown",
+              std::thread::hardware_concurrency());
+  std::printf("  %-6s %3s %6s  %-24s %-26s %-14s %s\n", "sched", "M", "ideal",
+              "bubble median [min, max]", "step ms median [min, max]", "live contexts",
+              "peak MiB per stage above the step's start (median)");
   loader.start_epoch(0);
   data::Batch b;
-  for (const auto& [name, M] : runs) {
-    const Schedule s = make_schedule(name, K, M);
-    StageAverages avg;
-    for (int i = 0; i < 6; ++i) {
+  for (int M : micros) {
+    const Schedule gpipe = gpipe_schedule(K, M), one_f = one_f_one_b_schedule(K, M);
+    SweepCell cells[2];
+    for (int round = 0; round < kRounds; ++round) {
       if (!loader.next(b)) {  // the epoch ran out: start another
-        loader.start_epoch(1);
+        loader.start_epoch(round + 1);
         loader.next(b);
       }
-      const StepStats st = pipe.train_step(b.inputs, b.labels, s);
-      if (i > 0) avg.add(st);  // the first pays for allocations
+      const Tensor x = b.inputs.slice(0, rows * M), labels = b.labels.slice(0, rows * M);
+      for (int i = 0; i < 2; ++i) {
+        const StepStats st = pipe.train_step(x, labels, i == 0 ? gpipe : one_f);
+        if (round > 0) cells[i].add(st);  // the first round pays for allocations
+      }
     }
-    std::printf("  %-8s %4d %12.3f %12.3f %10.2f\n", name.c_str(), M, s.idle_fraction(),
-                avg.bubble / avg.steps, avg.span_ms / avg.steps);
+    const double ideal = static_cast<double>(K - 1) / (M + K - 1);
+    std::ostringstream line;
+    line << "{\"label\": \"M=" << M << "\", \"x\": " << M << ", \"ideal_bubble\": " << ideal;
+    for (int i = 0; i < 2; ++i) {
+      const char* name = i == 0 ? "gpipe" : "1f1b";
+      const Spread bubble(cells[i].bubble), step(cells[i].step_ms);
+      std::string live, mem;
+      for (std::size_t k = 0; k < cells[i].live.size(); ++k) {
+        live += (k ? " " : "") + std::to_string(cells[i].live[k]);
+        char buf[32];
+        const double m = mib(Spread(cells[i].stage_bytes[k]).median);
+        std::snprintf(buf, sizeof buf, "%s%.2f", k ? " " : "", m);
+        mem += buf;
+        line << ", \"" << name << "_stage" << k << "_mib\": " << m;
+      }
+      std::printf("  %-6s %3d %6.3f  %.3f [%.3f, %.3f]       %7.2f [%.2f, %.2f]   %-14s %s\n",
+                  name, M, ideal, bubble.median, bubble.min, bubble.max, step.median, step.min,
+                  step.max, live.c_str(), mem.c_str());
+      line << ", \"" << name << "_bubble\": " << bubble.median << ", \"" << name
+           << "_step_ms\": " << step.median;
+    }
+    if (out.is_open()) out << line.str() << "}\n";
   }
-  std::printf("ideal: the schedule's idle slots on its own clock ((K-1)/(M+K-1) for GPipe, "
-              "(K-1)/K for naive); measured: idle time / (K x step time)\n");
+  std::printf("ideal: (K-1)/(M+K-1), the idle slots of both schedules on their own clock; bubble: "
+              "idle time / (K x step time), measured; live contexts: the most micro-batches a "
+              "stage's layers held at once\n");
   return 0;
 }
 
@@ -112,10 +194,14 @@ inline void print_report(const StepStats& last, const StageAverages& avg, const 
     std::printf("\nbubble: measured %.3f of %d x %.2f ms; the schedule's own clock says %.3f\n",
                 avg.bubble / avg.steps, K, avg.span_ms / avg.steps, schedule.idle_fraction());
   }
-  std::printf("peak memory per device (after the first step):");
+  std::printf("the last step, per stage: most live contexts and peak memory above the step's start:");
+  for (int k = 0; k < K && k < static_cast<int>(last.peak_live_contexts.size()); ++k)
+    std::printf("  stage %d %d, %.2f MiB", k, last.peak_live_contexts.at(k),
+                mib(last.peak_step_bytes.at(k)));
+  std::printf("\npeak memory per device in the last step:");
   for (const Device& d : devices)
     std::printf("  %s %.2f MiB", d.str().c_str(),
-                static_cast<double>(memory_stats(d).peak_allocated) / (1024.0 * 1024.0));
+                mib(static_cast<double>(memory_stats(d).peak_allocated)));
   std::printf("\n");
 }
 

@@ -1,6 +1,7 @@
 // Module: the parameter/buffer/children registry, modes, moves, and Sequential.
 #include "mgpu/nn/module.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "mgpu/ops.h"
@@ -154,6 +155,24 @@ void Module::clear_saved() {
   clear_saved_self();
   for (auto& c : children_) c.second->clear_saved();
 }
+
+std::size_t Module::saved_forwards() const {
+  std::size_t most = saved_self();
+  for (const auto& c : children_) most = std::max(most, c.second->saved_forwards());
+  return most;
+}
+
+namespace {
+thread_local std::int64_t current_context_id = ContextScope::kNone;
+}  // namespace
+
+ContextScope::ContextScope(std::int64_t id) : previous_(current_context_id) {
+  current_context_id = id;
+}
+
+ContextScope::~ContextScope() { current_context_id = previous_; }
+
+std::int64_t ContextScope::current() { return current_context_id; }
 
 std::string Module::summary(int indent) const {
   std::ostringstream os;

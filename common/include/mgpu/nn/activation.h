@@ -19,6 +19,7 @@ class ReLU : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   ReLU(const ReLU&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   SavedContexts<Tensor> saved_;
@@ -37,6 +38,7 @@ class Flatten : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   Flatten(const Flatten&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   SavedContexts<Shape> saved_;

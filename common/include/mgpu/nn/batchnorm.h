@@ -47,6 +47,7 @@ class BatchNorm : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   BatchNorm(const BatchNorm&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
   /// Throws unless x has C = num_features channels and an accepted rank.
   void check_input(const Tensor& x) const;
 

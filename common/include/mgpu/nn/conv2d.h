@@ -37,6 +37,7 @@ class Conv2d : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   Conv2d(const Conv2d&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   struct Saved {

@@ -34,6 +34,7 @@ class Dropout : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   Dropout(const Dropout&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   double p_;

@@ -36,6 +36,7 @@ class Linear : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   Linear(const Linear&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   std::int64_t in_, out_;

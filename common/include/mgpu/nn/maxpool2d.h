@@ -24,6 +24,7 @@ class MaxPool2d : public Module {
   /// Copies everything (clone() then drops the saved contexts).
   MaxPool2d(const MaxPool2d&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   struct Saved {

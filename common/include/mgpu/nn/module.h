@@ -29,8 +29,9 @@ class Module {
   /// Output for input `x`. In training mode the module remembers what backward needs.
   virtual Tensor forward(const Tensor& x) = 0;
   /// d(loss)/d(input) from d(loss)/d(output) of the most recent forward not yet
-  /// backpropagated (last in, first out: a pipeline may run several micro-batches forward
-  /// before it runs their backwards in reverse order). Adds parameter gradients.
+  /// backpropagated (last in, first out), or of the most recent one saved under the same
+  /// ContextScope id (a pipeline names each micro-batch's contexts and backpropagates them
+  /// in the order its schedule wants). Adds parameter gradients.
   virtual Tensor backward(const Tensor& grad_out) = 0;
   /// A deep copy: new parameters (values and grads copied, no hooks), buffers and children.
   virtual std::shared_ptr<Module> clone() const = 0;
@@ -80,6 +81,9 @@ class Module {
   void zero_grad();
   /// Drops every saved forward context (after an aborted step, before changing modes).
   void clear_saved();
+  /// The most saved forward contexts that one layer of this module holds now: the forwards
+  /// run in training mode and not yet backpropagated (a pipeline stage's live micro-batches).
+  std::size_t saved_forwards() const;
 
   /// A multi-line tree of describe() lines with the children's names.
   std::string summary(int indent = 0) const;
@@ -108,6 +112,8 @@ class Module {
 
   /// Hook for layers that keep forward contexts: drop them.
   virtual void clear_saved_self() {}
+  /// Hook for layers that keep forward contexts: how many they hold.
+  virtual std::size_t saved_self() const { return 0; }
 
  private:
   void collect_parameters(const std::string& prefix,
@@ -125,38 +131,77 @@ class Module {
   DType dtype_ = DType::f32;
 };
 
-/// The forward contexts a layer keeps for its backward, last in, first out.
-/// A cap catches the classic leak: forwards in training mode that never get a backward
-/// (evaluating without eval()).
+/// Names the micro-batch whose forward contexts this thread saves and takes back. While a
+/// ContextScope(id) lives, every layer's forward in training mode saves its context under
+/// `id` and every backward takes the newest context saved under `id`. A pipeline runs
+/// micro-batch m's forward and its backward each inside ContextScope(m), so it may
+/// backpropagate its micro-batches in any order (1F1B), not only in the reverse order of
+/// their forwards. Outside every scope the id is kNone: plain last in, first out. Scopes
+/// nest; the innermost one names the contexts.
+class ContextScope {
+ public:
+  /// The id outside every scope.
+  static constexpr std::int64_t kNone = -1;
+  /// Saves and takes contexts under `id` on this thread until the scope ends.
+  explicit ContextScope(std::int64_t id);
+  /// Restores the id of the enclosing scope.
+  ~ContextScope();
+  ContextScope(const ContextScope&) = delete;
+  ContextScope& operator=(const ContextScope&) = delete;
+  /// The id this thread saves and takes contexts under now.
+  static std::int64_t current();
+
+ private:
+  std::int64_t previous_;
+};
+
+/// The forward contexts a layer keeps for its backward, each under the ContextScope id it
+/// was saved in; a backward takes the newest one of the current id (last in, first out
+/// when no scope is used). A cap catches the classic leak: forwards in training mode that
+/// never get a backward (evaluating without eval()).
 template <typename Ctx>
 class SavedContexts {
  public:
   /// More saved forwards than this is a bug in the caller, not a deep pipeline.
   static constexpr std::size_t kMaxSaved = 256;
 
-  /// Saves the context of a forward of `layer` (named in the error messages).
+  /// Saves the context of a forward of `layer` (named in the error messages) under the
+  /// current ContextScope id.
   void push(const std::string& layer, Ctx ctx) {
-    MGPU_CHECK(stack_.size() < kMaxSaved, layer, ": ", kMaxSaved,
+    MGPU_CHECK(entries_.size() < kMaxSaved, layer, ": ", kMaxSaved,
                " forwards in training mode without a backward; call model.eval() before "
                "evaluating, or clear_saved() after a forward you will not backpropagate");
-    stack_.push_back(std::move(ctx));
+    entries_.emplace_back(ContextScope::current(), std::move(ctx));
   }
-  /// Takes back the most recent context; throws when there is none.
+  /// Takes back the newest context saved under the current ContextScope id; throws when
+  /// there is none.
   Ctx pop(const std::string& layer) {
-    MGPU_CHECK(!stack_.empty(), layer,
+    MGPU_CHECK(!entries_.empty(), layer,
                ": backward called without a matching forward in training mode (forward in "
                "eval mode keeps nothing; call model.train() before a training forward)");
-    Ctx c = std::move(stack_.back());
-    stack_.pop_back();
-    return c;
+    const std::int64_t id = ContextScope::current();
+    for (auto it = entries_.end(); it != entries_.begin();) {
+      --it;
+      if (it->first != id) continue;
+      Ctx c = std::move(it->second);
+      entries_.erase(it);
+      return c;
+    }
+    auto name = [](std::int64_t i) {
+      return i == ContextScope::kNone ? std::string("no ContextScope")
+                                      : "ContextScope(" + std::to_string(i) + ")";
+    };
+    MGPU_FAIL(layer, ": backward in ", name(id), " but its forwards were saved in ",
+              name(entries_.back().first), "; run a micro-batch's forward and backward in "
+              "ContextScopes of the same id");
   }
   /// Drops every saved context.
-  void clear() { stack_.clear(); }
-  /// Number of saved contexts.
-  std::size_t size() const { return stack_.size(); }
+  void clear() { entries_.clear(); }
+  /// Number of saved contexts, of every id.
+  std::size_t size() const { return entries_.size(); }
 
  private:
-  std::vector<Ctx> stack_;
+  std::vector<std::pair<std::int64_t, Ctx>> entries_;  // (ContextScope id, context), oldest first
 };
 
 /// Runs children one after another; backward runs them in reverse.

@@ -93,6 +93,7 @@ class SyncBatchNorm : public nn::Module {
   /// Copies everything (clone() then drops the saved contexts).
   SyncBatchNorm(const SyncBatchNorm&) = default;
   void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
   // The three cross-rank steps. Lesson 06 replaces them with the learner's versions.
   /// Step 1: see parallel::gather_batch_stats.

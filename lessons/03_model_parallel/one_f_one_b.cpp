@@ -1,0 +1,27 @@
+// Task 4: the order in which one stage runs its ops under 1F1B. GPipe runs every forward
+// before the first backward, so every stage holds the activations of all M micro-batches
+// at once. 1F1B starts a micro-batch's backward as soon as the pipeline allows, so a
+// stage never holds more than the micro-batches still travelling below it.
+#include <algorithm>
+
+#include "pipeline.h"
+
+namespace mgpu::lesson03 {
+
+std::vector<Op> one_f_one_b_order(int num_stages, int num_micro, int stage) {
+  const int K = num_stages, M = num_micro, k = stage;
+  MGPU_CHECK(K >= 1 && M >= 1 && k >= 0 && k < K, "one_f_one_b_order: need K >= 1, M >= 1 and "
+             "0 <= stage < K, got K = ", K, ", M = ", M, ", stage = ", k);
+  std::vector<Op> order;
+  // TODO(task4) BEGIN: stage k's column of the 1F1B order of README section 4b, as a list.
+  // Warm-up: forwards only, as many as the stages after this one need to fill up (never
+  // more than M). Steady state: while forwards remain, one forward then one backward.
+  // Cool-down: the backwards that are left. Forwards and backwards each go in micro-batch
+  // order, so a backward always belongs to the oldest micro-batch still held, and the
+  // stage never holds more than K - k of them. (about 8 lines)
+  MGPU_FAIL("TODO(task4): one_f_one_b_order is not written yet (lessons/03_model_parallel/one_f_one_b.cpp)");
+  // TODO(task4) END
+  return order;
+}
+
+}  // namespace mgpu::lesson03
