@@ -5,10 +5,9 @@
 //   });
 //
 // Small loops stay on the calling thread: waking a second thread costs microseconds, so a
-// chunk must hold at least `grain` iterations' worth of work. For reductions,
-// parallel_for_blocks hands out fixed blocks (bounds from the size alone, never from the
-// thread count) so that the caller can add the blocks' results in block order and get the
-// same bits with any number of threads.
+// chunk must hold at least `grain` iterations' worth of work. Split only loops whose
+// outputs are computed each on its own (a sum per output, in a fixed order): then the
+// thread count never changes a result.
 #pragma once
 
 #include <algorithm>
@@ -44,16 +43,5 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& 
 
 /// Number of blocks of `block` iterations that cover n (the last one may be shorter).
 inline std::int64_t num_blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }
-
-/// body(k, b, e) for every block k = 0, 1, ... of [0, n): b = k * block, e = min(b + block, n).
-/// The blocks are the same whatever the thread count; `blocks_per_chunk` of them go to a
-/// thread at a time (1 when each block is a lot of work).
-template <typename F>
-void parallel_for_blocks(std::int64_t n, std::int64_t block, std::int64_t blocks_per_chunk,
-                         F&& body) {
-  parallel_for(0, num_blocks(n, block), blocks_per_chunk, [&](std::int64_t k0, std::int64_t k1) {
-    for (std::int64_t k = k0; k < k1; ++k) body(k, k * block, std::min(n, (k + 1) * block));
-  });
-}
 
 }  // namespace mgpu::detail
