@@ -19,14 +19,7 @@ namespace {
 using namespace mgpu;
 namespace l07 = mgpu::lesson07;
 
-struct CheckpointFlags {
-  std::string dir;             // --checkpoint-dir
-  std::int64_t save_every = 0; // steps; 0: at the end of every epoch
-  int keep_last = 3;
-  std::string resume;          // a checkpoint file, a folder, or "auto" (= dir)
-};
-
-int train(const app::Options& opt, const CheckpointFlags& ck) {
+int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   // Step 0) one process per device, as in lesson 05.
   const int rank = dist::rank(), world = dist::world_size();
   const Device device = dist::rank_device(opt.device);
@@ -134,7 +127,7 @@ int train(const app::Options& opt, const CheckpointFlags& ck) {
 int main(int argc, char** argv) {
   app::Options opt;
   opt.schedule = "cosine";  // as lessons 01 and 05
-  CheckpointFlags ck;
+  app::CheckpointFlags ck;
   CLI::App cli{"Lesson 07: lesson 05's DDP training with checkpoints; kill it and resume "
                "(start it with tools/mpirun -np N)."};
   app::FlagSet flags;
@@ -142,19 +135,8 @@ int main(int argc, char** argv) {
   flags.lr_schedule = true;
   flags.backend = true;
   app::add_flags(cli, opt, flags);
-  cli.add_option("--checkpoint-dir", ck.dir, "folder of the checkpoints and `latest`");
-  cli.add_option("--save-every", ck.save_every,
-                 "save every N optimizer steps (0: at the end of every epoch)")
-      ->check(app::non_negative_integer(std::int64_t{1} << 40))->capture_default_str();
-  cli.add_option("--keep-last", ck.keep_last, "keep the newest K checkpoints (0: all)")
-      ->check(app::non_negative_integer())->capture_default_str();
-  cli.add_option("--resume", ck.resume,
-                 "a checkpoint file or folder to resume from, or 'auto': the --checkpoint-dir's "
-                 "latest if there is one");
+  app::add_checkpoint_flags(cli, ck);
   CLI11_PARSE(cli, argc, argv);
-  if (ck.resume == "auto" && ck.dir.empty()) {
-    std::fprintf(stderr, "error: --resume auto needs --checkpoint-dir\n");
-    return 1;
-  }
+  if (!app::checkpoint_flags_ok(ck)) return 1;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, ck); });
 }

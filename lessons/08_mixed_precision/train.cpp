@@ -34,10 +34,7 @@ struct AmpFlags {
   double init_scale = 65536.0;
   std::int64_t growth_interval = 2000;
   std::string scale_log;
-  std::string checkpoint_dir;   // --checkpoint-dir
-  std::int64_t save_every = 0;  // steps; 0: at the end of every epoch
-  int keep_last = 3;
-  std::string resume;           // a checkpoint file, a folder, or "auto" (= checkpoint_dir)
+  app::CheckpointFlags ck;      // --checkpoint-dir, --save-every, --keep-last, --resume
 };
 
 /// --scale-log: one JSON line per step at which the scale changed or the step was skipped,
@@ -115,7 +112,7 @@ int train(const app::Options& opt, const AmpFlags& f) {
   p.batch_size = opt.batch_size;
   p.data_seed = opt.seed;
   app::Run::EpochSums resumed_sums;
-  const std::string where = f.resume == "auto" ? f.checkpoint_dir : f.resume;
+  const std::string where = f.ck.resume == "auto" ? f.ck.dir : f.ck.resume;
   io::TrainingState st;
   std::string path;
   if (!where.empty() && io::load_checkpoint(*cpu_group, where, Device::cpu(), st, &path)) {
@@ -160,7 +157,7 @@ int train(const app::Options& opt, const AmpFlags& f) {
     state.metadata = {{"model", opt.model}, {"precision", f.precision},
                       {"train_samples", std::to_string(data.train_samples)}};
     const double begin = app::now_s();
-    const std::string saved = io::save_checkpoint(*cpu_group, f.checkpoint_dir, state, f.keep_last);
+    const std::string saved = io::save_checkpoint(*cpu_group, f.ck.dir, state, f.ck.keep_last);
     run.trace().span("compute", "checkpoint", begin, app::now_s());
     dist::log0("checkpoint: ", saved, " (", static_cast<int>(1e3 * (app::now_s() - begin)), " ms)");
   };
@@ -192,7 +189,7 @@ int train(const app::Options& opt, const AmpFlags& f) {
       p.step_in_epoch = run.epoch_steps();
       p.samples_in_epoch = p.step_in_epoch * opt.batch_size * world;
       ++p.global_step;
-      if (!f.checkpoint_dir.empty() && f.save_every > 0 && p.global_step % f.save_every == 0) save();
+      if (!f.ck.dir.empty() && f.ck.save_every > 0 && p.global_step % f.ck.save_every == 0) save();
     }
     run.end_training();
     ddp.sync_buffers();
@@ -210,7 +207,7 @@ int train(const app::Options& opt, const AmpFlags& f) {
     run.end_epoch(app::evaluate(*model, *test_loader, cpu_group.get()));
     p.epoch = epoch + 1;
     p.step_in_epoch = p.samples_in_epoch = 0;
-    if (!f.checkpoint_dir.empty() && f.save_every == 0) save();
+    if (!f.ck.dir.empty() && f.ck.save_every == 0) save();
   }
   scale_log.record(p.global_step, opt.epochs, scaler.get_scale(), false, /*last=*/true);
   // Every rank's fingerprint: the replicas are identical only if every rank skipped the
@@ -259,19 +256,8 @@ int main(int argc, char** argv) {
       ->check(app::positive_integer())->capture_default_str();
   cli.add_option("--scale-log", f.scale_log,
                  "JSON lines of the loss scale's changes and skipped steps (plot_scale.py)");
-  cli.add_option("--checkpoint-dir", f.checkpoint_dir,
-                 "folder of the checkpoints (lesson 07's, with GradScaler's state) and `latest`");
-  cli.add_option("--save-every", f.save_every, "save every N steps (0: at the end of every epoch)")
-      ->check(app::non_negative_integer(std::int64_t{1} << 40))->capture_default_str();
-  cli.add_option("--keep-last", f.keep_last, "keep the newest K checkpoints (0: all)")
-      ->check(app::non_negative_integer())->capture_default_str();
-  cli.add_option("--resume", f.resume,
-                 "a checkpoint file or folder to resume from, or 'auto': the --checkpoint-dir's "
-                 "latest (nothing there yet: start from scratch)");
+  app::add_checkpoint_flags(cli, f.ck);
   CLI11_PARSE(cli, argc, argv);
-  if (f.resume == "auto" && f.checkpoint_dir.empty()) {
-    std::fprintf(stderr, "error: --resume auto needs --checkpoint-dir\n");
-    return 1;
-  }
+  if (!app::checkpoint_flags_ok(f.ck)) return 1;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

@@ -3,6 +3,7 @@
 
 #include <cerrno>
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <sstream>
 
@@ -118,6 +119,26 @@ double learning_rate(const Options& opt, int epoch) {
   if (opt.schedule != "cosine") return opt.lr;
   const double pi = std::acos(-1.0);
   return opt.lr * 0.5 * (1.0 + std::cos(pi * epoch / opt.epochs));
+}
+
+void add_checkpoint_flags(CLI::App& cli, CheckpointFlags& ck) {
+  cli.add_option("--checkpoint-dir", ck.dir, "folder of the checkpoints and `latest`");
+  cli.add_option("--save-every", ck.save_every,
+                 "save every N optimizer steps (0: at the end of every epoch)")
+      ->check(non_negative_integer(std::int64_t{1} << 40))->capture_default_str();
+  cli.add_option("--keep-last", ck.keep_last, "keep the newest K checkpoints (0: all)")
+      ->check(non_negative_integer())->capture_default_str();
+  cli.add_option("--resume", ck.resume,
+                 "a checkpoint file or folder to resume from, or 'auto': the --checkpoint-dir's "
+                 "latest (nothing there yet: start from scratch)");
+}
+
+bool checkpoint_flags_ok(const CheckpointFlags& ck) {
+  if (ck.resume == "auto" && ck.dir.empty()) {
+    std::fprintf(stderr, "error: --resume auto needs --checkpoint-dir\n");
+    return false;
+  }
+  return true;
 }
 
 }  // namespace mgpu::app

@@ -63,6 +63,21 @@ void add_flags(CLI::App& cli, Options& opt, const FlagSet& which);
 /// small ones to settle into it).
 double learning_rate(const Options& opt, int epoch);
 
+/// The checkpoint flags of the programs that save and resume (lessons 07 and 08).
+struct CheckpointFlags {
+  std::string dir;              ///< --checkpoint-dir: the checkpoints and `latest`
+  std::int64_t save_every = 0;  ///< --save-every: steps; 0: at the end of every epoch
+  int keep_last = 3;            ///< --keep-last: the newest K are kept (0: all)
+  std::string resume;           ///< --resume: a checkpoint file, a folder, or "auto" (= dir)
+};
+
+/// Declares --checkpoint-dir, --save-every, --keep-last and --resume on `cli`.
+void add_checkpoint_flags(CLI::App& cli, CheckpointFlags& ck);
+
+/// After parsing: false, with a one-line error on stderr, when the flags contradict each
+/// other (--resume auto without --checkpoint-dir).
+bool checkpoint_flags_ok(const CheckpointFlags& ck);
+
 /// Validators with plain messages, for a program's own flags too.
 /// An integer in [1, max].
 CLI::Validator positive_integer(std::int64_t max = 2147483647);
