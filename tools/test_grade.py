@@ -407,8 +407,9 @@ def match(name, tags):
     return name in names
 MPI_ONLY = {"needs 2 ranks", "aborts with 3 ranks", "after the abort"}
 cases = [c for c in CASES if match(c[0], c[1]) and (mpi or c[0] not in MPI_ONLY)]
-if rank != 0:
+if rank != 0:   # like tests/support/mpi_main.cpp: rank 0 alone writes the report
     sys.stdout = open(os.devnull, "w")
+    out = os.devnull if out else None
 if "--list-test-names-only" in args:
     print("\n".join(c[0] for c in cases)); sys.exit(0)
 if "--list-tests" in args:
@@ -416,6 +417,11 @@ if "--list-tests" in args:
     for c in cases: print("  " + c[0] + "\n      " + c[1])
     sys.exit(len(cases))
 print("some printf noise from the library")
+if os.environ.get("FAKE_RANK0_LATE") and size == 3 and any(c[2] == "abort_np3" for c in cases):
+    if rank == 0:   # another rank aborts before rank 0 has reported anything
+        time.sleep(3)
+    else:
+        os.abort()
 stream = open(out, "w") if out else sys.stdout
 stream.write('<?xml version="1.0" encoding="UTF-8"?>\n<Catch name="fake">\n <Group name="fake">\n')
 failed = 0
@@ -580,6 +586,18 @@ class EndToEndTest(unittest.TestCase):
         rc, out = self.grade("--reference", "99", env={"FAKE_ABORT": "abort_np3"})
         self.assertEqual(rc, 1, out)
         self.assertIn("FAILED  aborts with 3 ranks [task4] (mpi)", out)
+        self.assertNotIn("FAILED  after the abort", out)
+        self.assertEqual(out.strip().splitlines()[-1], "5 passed, 2 failed, 2 skipped")
+
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
+    def test_an_abort_before_rank_0_reports_runs_the_cases_alone(self):
+        self.fake("solutions", "test_99_fake_mpi")
+        rc, out = self.grade("--reference", "99",
+                             env={"FAKE_ABORT": "abort_np3", "FAKE_RANK0_LATE": "1"})
+        self.assertEqual(rc, 1, out)
+        self.assertIn("FAILED  aborts with 3 ranks [task4] (mpi)", out)
+        self.assertIn("before this test case began", out)
+        self.assertNotIn("FAILED  adds", out)
         self.assertNotIn("FAILED  after the abort", out)
         self.assertEqual(out.strip().splitlines()[-1], "5 passed, 2 failed, 2 skipped")
 

@@ -123,57 +123,68 @@ class Runner:
                 out.append((name, tags))
         return out
 
-    def _launch(self, prefix, exe, filt, extra, via_stdout):
-        """One launch with the XML reporter: (Report, Run)."""
+    def _launch(self, prefix, exe, filt, extra):
+        """One launch with the XML reporter: (Report, Run). The report goes to a file, never
+        through stdout: a file keeps the code's printf output out of the XML, and under
+        mpirun rank 0 writes it itself (tests/support/mpi_main.cpp sends the other ranks'
+        reports elsewhere), so an abort cannot lose the output mpirun had not forwarded yet."""
         self.launches += 1
         with tempfile.TemporaryDirectory(prefix="mgpu-grade-") as tmp:
             report = os.path.join(tmp, "report.xml")
-            args = [exe, *extra, "-r", "xml", "-d", "yes", filt]
-            if not via_stdout:   # a file keeps printf output of the code out of the XML
-                args[1:1] = ["-o", report]
+            args = [exe, "-o", report, *extra, "-r", "xml", "-d", "yes", filt]
             r = run(prefix + args, self.timeout, self.env, self.workdir)
-            text = r.stdout
-            if not via_stdout and os.path.exists(report):
+            text = ""
+            if os.path.exists(report):
                 with open(report, encoding="utf-8", errors="replace") as f:
                     text = f.read()
         return parse_catch_xml(text), r
 
-    def run_catch(self, prefix, exe, filt, kind, extra=(), via_stdout=False):
+    def run_catch(self, prefix, exe, filt, kind, extra=()):
         """Every case `filt` selects, as Cases. Exit status 77 turns them into skips."""
-        report, r = self._launch(prefix, exe, filt, extra, via_stdout)
+        report, r = self._launch(prefix, exe, filt, extra)
         if r.rc == SKIP_STATUS and not r.timed_out:
             reason = next((ln.strip() for ln in r.stdout.splitlines() if "SKIP" in ln.upper()),
                           r.stdout.strip() or "skipped (exit status 77)")
             reason = re.sub(r"^SKIPPED:\s*", "", reason)
             return [Case(n, t, "skipped", reason, kind=kind)
                     for n, t in self.list_cases(prefix, exe, filt)]
-        cases, listed = [], None
+        cases, listed, alone = [], None, None   # alone: the one case a launch ran, if so
         while True:
             cases += self._cases_of(report, r, kind)
-            if report.complete and not r.timed_out and r.rc >= 0:
+            whole = report.complete and not r.timed_out and r.rc >= 0
+            if whole and alone is None:
                 break
             # The launch ended early: the case it was in fails; the rest run again.
             if listed is None:
                 listed = self.list_cases(prefix, exe, filt)
             seen = {c.name for c in cases}
             why = r.why_incomplete(self.timeout_text)
-            tail = r.tail()
-            if report.started and report.started[0] not in seen:
+            tail = "\n" + r.tail() if r.tail() else ""
+            if not whole and report.started and report.started[0] not in seen:
                 name, tags = report.started
-                cases.append(Case(name, tags, "failed", why + ("\n" + tail if tail else ""),
-                                  r.seconds, kind))
+                cases.append(Case(name, tags, "failed", why + tail, r.seconds, kind))
                 seen.add(name)
-            rest = [(n, t) for n, t in listed if n not in seen]
-            progress = report.cases or report.started
+            if not whole and not (report.cases or report.started):   # ended before a case began
+                if alone or r.timed_out:
+                    # Run alone, it still ended first: another rank failed inside it before
+                    # rank 0 began it, or the program cannot start (then every case fails
+                    # alone). A launch that timed out is not repeated case by case.
+                    for n, t in listed:
+                        if n not in seen and (n == alone or not alone):
+                            cases.append(Case(n, t, "failed",
+                                              f"{why} before this test case began{tail}", kind=kind))
+                            seen.add(n)
+                elif any(n not in seen for n, _ in listed):
+                    # Under mpirun another rank can end the launch in the first case before
+                    # rank 0 reports it began: that case runs alone to find out.
+                    alone = next(n for n, _ in listed if n not in seen)
+                    report, r = self._launch(prefix, exe, name_filter([alone]), extra)
+                    continue
+            alone = None
+            rest = [n for n, _ in listed if n not in seen]
             if not rest:
                 break
-            if not progress:   # it ended before any case began: nothing to isolate
-                for n, t in rest:
-                    cases.append(Case(n, t, "failed", f"{why} before this test case began"
-                                      + ("\n" + tail if tail else ""), kind=kind))
-                break
-            report, r = self._launch(prefix, exe, name_filter([n for n, _ in rest]),
-                                     extra, via_stdout)
+            report, r = self._launch(prefix, exe, name_filter(rest), extra)
         if listed is not None:   # after a relaunch: every listed case must have an outcome
             seen = {c.name for c in cases}
             cases += [Case(n, t, "failed", "not reported by any launch of this binary", kind=kind)
@@ -204,8 +215,8 @@ class Runner:
                          "mpirun not found: install Open MPI (tools/install-deps)", kind="mpi")]
         out = []
         for filt, extra in (("~[gpu]", []), ("[gpu]", ["--require-gpu"])):
-            runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra,
-                                       via_stdout=True)) for n in MPI_WORLD_SIZES]
+            runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra))
+                    for n in MPI_WORLD_SIZES]
             out += merge_mpi_runs(runs)
         return out
 
