@@ -95,6 +95,15 @@ inline void rank_batch(int rank, int step, std::int64_t rows, std::int64_t featu
   y = Tensor::from_vector(labels, {rows});
 }
 
+/// Sharding at `stage` with units of at most `cap` bytes (0: a unit per layer).
+inline par::ShardingOptions stage_options(int stage, std::size_t cap = 0, bool prefetch = true) {
+  par::ShardingOptions o;
+  o.stage = stage;
+  o.unit_cap_bytes = cap;
+  o.prefetch = prefetch;
+  return o;
+}
+
 /// Options of the comparison runs.
 struct RunSpec {
   int steps = 4;

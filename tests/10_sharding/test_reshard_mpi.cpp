@@ -77,13 +77,6 @@ class SharedTempDir {
   std::string path_;
 };
 
-par::ShardingOptions stage(int s, std::size_t unit_cap_bytes) {
-  par::ShardingOptions o;
-  o.stage = s;
-  o.unit_cap_bytes = unit_cap_bytes;
-  return o;
-}
-
 }  // namespace
 
 TEST_CASE("a checkpoint saved on 2 ranks resumes on every rank (2 -> 3 shards at 3 ranks)",
@@ -117,7 +110,7 @@ TEST_CASE("a checkpoint saved on 2 ranks resumes on every rank (2 -> 3 shards at
   if (pair != nullptr) {
     try {
       auto model = toy_mlp(15);
-      par::ShardedDataParallel on_two(model, *pair, stage(3, 0));
+      par::ShardedDataParallel on_two(model, *pair, stage_options(3));
       optim::AdamW opt(on_two.parameters(), spec.adamw);
       train_steps(on_two, opt, spec, 0, 2, *pair);
       io::TrainingProgress progress;
@@ -138,7 +131,8 @@ TEST_CASE("a checkpoint saved on 2 ranks resumes on every rank (2 -> 3 shards at
   REQUIRE(io::load_checkpoint(group(), dir, Device::cpu(), saved));
   CHECK(saved.progress.world_size == 2);
   auto model = toy_mlp(98);  // other initial values: the load must replace every one
-  par::ShardedDataParallel on_all(model, group(), stage(2, std::numeric_limits<std::size_t>::max()));
+  const std::size_t whole_model = std::numeric_limits<std::size_t>::max();
+  par::ShardedDataParallel on_all(model, group(), stage_options(2, whole_model));
   optim::AdamW opt(on_all.parameters(), {});
   try {
     const io::TrainingProgress resumed = par::restore_sharded_training_state(saved, on_all, opt);

@@ -21,14 +21,6 @@ namespace {
 // missing rank or a stale shard moves it by about lr = 1e-2 per step.
 constexpr double kTolerance = 1e-5;
 
-par::ShardingOptions stage_options(int stage, std::size_t cap = 0, bool prefetch = true) {
-  par::ShardingOptions o;
-  o.stage = stage;
-  o.unit_cap_bytes = cap;
-  o.prefetch = prefetch;
-  return o;
-}
-
 // A parameterless layer that notes, during its forward, where another unit's parameters are:
 // put into unit 0, it shows whether unit 1's all-gather was started before unit 0 computed.
 class StateProbe : public nn::Module {
