@@ -191,8 +191,14 @@ Tensor relu_backward(const Tensor& grad_out, const Tensor& x) {
     const T* pg = grad_out.data<T>();
     const T* px = x.data<T>();
     T* po = grad_in.data<T>();
-    parallel_for(0, x.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) po[i] = to_compute(px[i]) > 0 ? pg[i] : T{};
+    // Both values are loaded before the choice: a select instead of a branch. The sign of
+    // an activation is a coin flip, so a branch here is mispredicted about every other
+    // element and costs more than the memory traffic; the select also vectorizes.
+    parallel_for(0, x.numel(), kGrainSize, [=](std::int64_t begin, std::int64_t end) {
+      for (std::int64_t i = begin; i < end; ++i) {
+        const T g = pg[i];
+        po[i] = to_compute(px[i]) > 0 ? g : T{};
+      }
     });
   });
   return grad_in;
