@@ -1,4 +1,5 @@
-// Private: the CPU ops' loops over threads. ops/threads.cpp runs them with OpenMP.
+// Private: the CPU ops' loops over threads. ops/threads.cpp runs them with OpenMP; the
+// matrix products are such loops too, of single-threaded BLAS calls.
 //
 //   parallel_for(0, n, kGrainSize, [&](std::int64_t begin, std::int64_t end) {
 //     for (std::int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
@@ -40,6 +41,10 @@ void parallel_for(std::int64_t begin, std::int64_t end, std::int64_t grain, F&& 
                [](void* b, std::int64_t lo, std::int64_t hi) { (*static_cast<Body*>(b))(lo, hi); },
                const_cast<void*>(static_cast<const void*>(&body)));
 }
+
+/// Makes OpenBLAS run every call on the calling thread (done once per process): matmul
+/// splits the products among the threads above instead (ops/matmul.cpp).
+void blas_single_threaded();
 
 /// Number of blocks of `block` iterations that cover n (the last one may be shorter).
 inline std::int64_t num_blocks(std::int64_t n, std::int64_t block) { return (n + block - 1) / block; }

@@ -1,6 +1,13 @@
-// matmul / matmul_out: shape checks, the CBLAS call on the CPU, dispatch to matmul.cu.
+// matmul / matmul_out: shape checks, the CBLAS calls on the CPU, dispatch to matmul.cu.
 // Everything is row-major: A is [M, K] (or [K, M] when trans_a), B is [K, N] (or [N, K]
 // when trans_b), C is [M, N].
+//
+// On the CPU a large product is cut into blocks of C's rows (or columns, when C is wide
+// and short), one single-threaded BLAS call per block, and the blocks are shared among the
+// library's OpenMP threads like any other loop. The cut depends on the shapes alone, never
+// on the thread count, so neither do the results. One pool of threads for every op, instead
+// of OpenBLAS's own beside OpenMP's: OpenBLAS's idle threads spin (sched_yield) for a while
+// after each product and took a core from the loops that ran between the products.
 #include <algorithm>
 #include <vector>
 
@@ -10,6 +17,7 @@
 #include "mgpu/ops.h"
 #include "op_checks.h"
 #include "ops_cuda.h"
+#include "parallel_for.h"
 
 namespace mgpu {
 namespace {
@@ -33,18 +41,52 @@ std::vector<float> to_float(const Tensor& t) {
   return out;
 }
 
+// A block's multiply-adds (about a quarter of a millisecond on one core): below twice this
+// a product is one call on the calling thread.
+constexpr std::int64_t kBlockWork = std::int64_t{1} << 22;
+// At most this many blocks: enough to share among a laptop's cores, few enough that each
+// block still fills the BLAS kernel's tiles and the other operand is not packed too often.
+constexpr std::int64_t kMaxBlocks = 8;
+
+/// C = alpha op(A) op(B) + beta C by blocks of C's rows or columns, one BLAS call each.
+template <typename T, typename Gemm>
+void gemm_blocks(Gemm gemm, CBLAS_TRANSPOSE op_a, CBLAS_TRANSPOSE op_b, int m, int n, int k,
+                 T alpha, const T* a, int lda, const T* b, int ldb, T beta, T* c, int ldc) {
+  const bool by_rows = m >= n;
+  const std::int64_t extent = by_rows ? m : n;
+  const std::int64_t work = std::int64_t{m} * n * k;
+  const std::int64_t blocks = std::clamp<std::int64_t>(work / kBlockWork, 1, std::min(kMaxBlocks, extent));
+  const std::int64_t block = (extent + blocks - 1) / blocks;
+  detail::parallel_for(0, detail::num_blocks(extent, block), 1, [=](std::int64_t i0, std::int64_t i1) {
+    for (std::int64_t i = i0; i < i1; ++i) {
+      const int lo = static_cast<int>(i * block);
+      const int len = static_cast<int>(std::min(extent, (i + 1) * block)) - lo;
+      if (by_rows) {  // rows lo.. of C and of op(A): A's rows, or A's columns when transposed
+        const T* a_block = op_a == CblasNoTrans ? a + std::int64_t{lo} * lda : a + lo;
+        gemm(CblasRowMajor, op_a, op_b, len, n, k, alpha, a_block, lda, b, ldb, beta,
+             c + std::int64_t{lo} * ldc, ldc);
+      } else {  // columns lo.. of C and of op(B): B's columns, or B's rows when transposed
+        const T* b_block = op_b == CblasNoTrans ? b + lo : b + std::int64_t{lo} * ldb;
+        gemm(CblasRowMajor, op_a, op_b, m, len, k, alpha, a, lda, b_block, ldb, beta, c + lo, ldc);
+      }
+    }
+  });
+}
+
 void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int m, int n, int k,
               double alpha, double beta) {
+  detail::blas_single_threaded();
   const CBLAS_TRANSPOSE op_a = ta ? CblasTrans : CblasNoTrans;
   const CBLAS_TRANSPOSE op_b = tb ? CblasTrans : CblasNoTrans;
   const int lda = leading_dim(a), ldb = leading_dim(b), ldc = n;
+  const float alpha_f = static_cast<float>(alpha), beta_f = static_cast<float>(beta);
   switch (a.dtype()) {
     case DType::f32:
-      cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), a.data<float>(),
-                  lda, b.data<float>(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+      gemm_blocks(cblas_sgemm, op_a, op_b, m, n, k, alpha_f, a.data<float>(), lda, b.data<float>(),
+                  ldb, beta_f, c.data<float>(), ldc);
       break;
     case DType::f64:
-      cblas_dgemm(CblasRowMajor, op_a, op_b, m, n, k, alpha, a.data<double>(), lda,
+      gemm_blocks(cblas_dgemm, op_a, op_b, m, n, k, alpha, a.data<double>(), lda,
                   b.data<double>(), ldb, beta, c.data<double>(), ldc);
       break;
     default:
@@ -56,15 +98,15 @@ void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int
         if (c.dtype() == DType::f32) {
           // Mixed precision: 16-bit operands, the float result kept as it is (no rounding
           // to 16 bits), accumulated straight into C when beta = 1.
-          cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), af.data(),
-                      lda, bf.data(), ldb, static_cast<float>(beta), c.data<float>(), ldc);
+          gemm_blocks(cblas_sgemm, op_a, op_b, m, n, k, alpha_f, af.data(), lda, bf.data(), ldb,
+                      beta_f, c.data<float>(), ldc);
           return;
         }
         // beta == 0 means "ignore C" (it may hold garbage or NaN), as in BLAS.
         std::vector<float> cf = beta != 0 ? to_float<T>(c)
                                           : std::vector<float>(static_cast<std::size_t>(c.numel()));
-        cblas_sgemm(CblasRowMajor, op_a, op_b, m, n, k, static_cast<float>(alpha), af.data(), lda,
-                    bf.data(), ldb, static_cast<float>(beta), cf.data(), ldc);
+        gemm_blocks(cblas_sgemm, op_a, op_b, m, n, k, alpha_f, af.data(), lda, bf.data(), ldb,
+                    beta_f, cf.data(), ldc);
         T* pc = c.data<T>();
         for (std::size_t i = 0; i < cf.size(); ++i) pc[i] = detail::from_compute<T>(cf[i]);
       });

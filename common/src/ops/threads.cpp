@@ -1,5 +1,5 @@
-// The CPU ops' threads: OpenMP runs parallel_for's chunks; OpenBLAS has a pool of its own
-// for the matrix products, sized by the same set_num_threads.
+// The CPU ops' threads: OpenMP runs parallel_for's chunks, the matrix products' blocks
+// among them; OpenBLAS runs each call on the thread that made it.
 #include "mgpu/threads.h"
 
 #include <atomic>
@@ -19,7 +19,6 @@
 // loops follow set_num_threads.
 extern "C" {
 void openblas_set_num_threads(int) __attribute__((weak));
-int openblas_get_num_threads() __attribute__((weak));
 char* openblas_get_config() __attribute__((weak));
 char* openblas_get_corename() __attribute__((weak));
 }
@@ -47,7 +46,6 @@ std::atomic<int>& thread_count() {
 void set_num_threads(int n) {
   MGPU_CHECK(n >= 1, "set_num_threads: got ", n, "; give 1 or more threads");
   thread_count() = n;
-  if (openblas_set_num_threads) openblas_set_num_threads(n);
 }
 
 int num_threads() { return thread_count(); }
@@ -66,7 +64,7 @@ std::string cpu_threading_summary() {
     std::string config = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
     os << "; " << config.substr(0, config.find(' ', config.find(' ') + 1));
     if (openblas_get_corename) os << ", " << openblas_get_corename() << " kernels";
-    if (openblas_get_num_threads) os << ", " << openblas_get_num_threads() << " threads";
+    os << ", one thread per call (the products are split among ours)";
   } else {
     os << "; no OpenBLAS in this program";
   }
@@ -74,6 +72,15 @@ std::string cpu_threading_summary() {
 }
 
 namespace detail {
+
+void blas_single_threaded() {
+  // OpenBLAS's threads would otherwise run beside ours (OPENBLAS_NUM_THREADS, else the
+  // cores), and spin between products.
+  static std::once_flag once;
+  std::call_once(once, [] {
+    if (openblas_set_num_threads) openblas_set_num_threads(1);
+  });
+}
 
 void run_parallel(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn, void* body) {
   const std::int64_t n = end - begin;
