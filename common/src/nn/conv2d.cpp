@@ -1,16 +1,55 @@
-// Conv2d: im2col, one GEMM, and a transpose back to NCHW; backward the same in reverse.
-// Inside an amp::Autocast region the GEMMs run in f16/bf16 (autocast.h).
+// Conv2d: im2col, then the matrix products. On the CPU one product per image writes that
+// image's output straight in NCHW; on the GPU one product for the whole batch and a
+// transpose back to NCHW (one cuBLAS call beats hundreds of small ones there). Backward the
+// same in reverse. Inside an amp::Autocast region the GEMMs run in f16/bf16 (autocast.h).
 #include "mgpu/nn/conv2d.h"
 
+#include <algorithm>
 #include <cmath>
 #include <sstream>
 
+#include "dispatch.h"
 #include "layer_util.h"
 #include "mgpu/amp/autocast.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
+#include "parallel_for.h"
 
 namespace mgpu::nn {
+
+namespace {
+
+/// Images whose weight-gradient terms are added into one partial sum: the batch is cut
+/// into groups of this many images whatever the thread count, so the sums are too.
+constexpr std::int64_t kImagesPerPartial = 16;
+
+/// Image n's block of a batched tensor, as a [rows, cols] matrix (a view).
+Tensor image_block(const Tensor& t, std::int64_t n, std::int64_t rows, std::int64_t cols) {
+  return t.view(n * rows * cols, {rows, cols});
+}
+
+/// Images per task, so that a task holds about a BLAS block's work (parallel_for.h).
+std::int64_t images_per_task(std::int64_t multiply_adds_per_image) {
+  return (std::int64_t{1} << 22) / std::max<std::int64_t>(multiply_adds_per_image, 1) + 1;
+}
+
+/// y[c, p] += bias[c] for one image's [C, P] output (the GEMM's rows are channels here).
+void add_channel_bias(Tensor& y, const Tensor& bias) {
+  mgpu::detail::dispatch_floating(y.dtype(), "Conv2d bias", [&](auto tag) {
+    using T = decltype(tag);
+    const std::int64_t channels = y.size(0), positions = y.size(1);
+    T* py = y.data<T>();
+    const T* pb = bias.data<T>();
+    for (std::int64_t c = 0; c < channels; ++c) {
+      const auto b = mgpu::detail::to_compute(pb[c]);
+      T* row = py + c * positions;
+      for (std::int64_t p = 0; p < positions; ++p)
+        row[p] = mgpu::detail::from_compute<T>(mgpu::detail::to_compute(row[p]) + b);
+    }
+  });
+}
+
+}  // namespace
 
 Conv2d::Conv2d(std::int64_t in_channels, std::int64_t out_channels, std::int64_t kernel_size,
                std::int64_t stride, std::int64_t padding, bool bias)
@@ -68,14 +107,30 @@ Tensor Conv2d::forward(const Tensor& x) {
   // Step 1) unroll: one row per output position, one column per weight of a filter (in the
   // compute dtype: casting x first casts 1/(k*k) as many elements as casting the columns).
   Tensor cols = im2col(amp::cast_operand(x, compute), g);
-  // Step 2) every filter against every row at once: [N*P, CKK] x [CKK, C_out], accumulated
-  // and returned in the parameters' dtype.
   const Tensor wc = amp::cast_weight(w, compute).reshape({out_ch_, g.cols()});
-  Tensor out = matmul(cols, wc, false, /*trans_b=*/true, w.dtype());
-  if (has_bias_) add_rowwise_(out, bias().value);
-  // Step 3) rows are (n, position) with channels last (NHWC); put channels before positions.
-  Tensor y = transpose_inner(out.reshape({g.batch, positions, out_ch_}))
-                 .reshape({g.batch, out_ch_, g.out_height(), g.out_width()});
+  Tensor y;
+  if (x.device().is_cuda()) {
+    // Step 2) every filter against every row at once: [N*P, CKK] x [CKK, C_out], accumulated
+    // and returned in the parameters' dtype.
+    Tensor out = matmul(cols, wc, false, /*trans_b=*/true, w.dtype());
+    if (has_bias_) add_rowwise_(out, bias().value);
+    // Step 3) rows are (n, position) with channels last (NHWC); put channels before positions.
+    y = transpose_inner(out.reshape({g.batch, positions, out_ch_}))
+            .reshape({g.batch, out_ch_, g.out_height(), g.out_width()});
+  } else {
+    // Step 2) per image: y_n [C_out, P] = W [C_out, CKK] x cols_n^T [CKK, P], which is the
+    // image's output in NCHW already; images are shared among the threads.
+    y = Tensor::empty({g.batch, out_ch_, g.out_height(), g.out_width()}, w.dtype(), x.device());
+    const Tensor b = has_bias_ ? bias().value : Tensor();
+    const std::int64_t per_task = images_per_task(out_ch_ * positions * g.cols());
+    mgpu::detail::parallel_for(0, g.batch, per_task, [&](std::int64_t n0, std::int64_t n1) {
+      for (std::int64_t n = n0; n < n1; ++n) {
+        Tensor y_n = image_block(y, n, out_ch_, positions);
+        matmul_out(y_n, wc, image_block(cols, n, positions, g.cols()), false, /*trans_b=*/true);
+        if (has_bias_) add_channel_bias(y_n, b);
+      }
+    });
+  }
   if (is_training()) saved_.push(describe(), Saved{cols, wc, g});
   return y;
 }
@@ -83,11 +138,17 @@ Tensor Conv2d::forward(const Tensor& x) {
 Tensor Conv2d::backward(const Tensor& grad_out) {
   Saved s = saved_.pop(describe());
   const ConvGeometry& g = s.geometry;
-  const std::int64_t positions = g.out_height() * g.out_width();
   MGPU_CHECK(grad_out.shape() == Shape({g.batch, out_ch_, g.out_height(), g.out_width()}),
              describe(), ": grad_out is ", grad_out.str(), ", expected [", g.batch, ", ",
              out_ch_, ", ", g.out_height(), ", ", g.out_width(), "]");
-  // Back to the GEMM's layout: [N, C_out, P] -> [N, P, C_out] -> [N*P, C_out].
+  return grad_out.device().is_cuda() ? backward_batched(s, grad_out) : backward_per_image(s, grad_out);
+}
+
+// The GPU: back to the GEMM's layout, then one product per gradient for the whole batch.
+Tensor Conv2d::backward_batched(const Saved& s, const Tensor& grad_out) {
+  const ConvGeometry& g = s.geometry;
+  const std::int64_t positions = g.out_height() * g.out_width();
+  // [N, C_out, P] -> [N, P, C_out] -> [N*P, C_out].
   Tensor grad_rows =
       transpose_inner(grad_out.reshape({g.batch, out_ch_, positions})).reshape({g.rows(), out_ch_});
   Parameter& w = weight();
@@ -102,6 +163,49 @@ Tensor Conv2d::backward(const Tensor& grad_out) {
   if (has_bias_) detail::accumulate_grad(bias(), sum(grad_rows, 0));
   // dL/dcols = grad_rows W, then fold the patches back onto the image.
   Tensor grad_cols = matmul(gc, s.w, false, false, w.value.dtype());
+  return col2im(grad_cols, g);
+}
+
+// The CPU: grad_out is already each image's [C_out, P] matrix; one product per image.
+Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
+  const ConvGeometry& g = s.geometry;
+  const std::int64_t positions = g.out_height() * g.out_width(), ckk = g.cols();
+  Parameter& w = weight();
+  // The GEMMs run in the forward's dtype: the incoming gradient is cast to it too.
+  const Tensor gc = amp::cast_operand(grad_out, s.cols.dtype());
+  const bool weight_grad = w.requires_grad();
+  // dL/dW = sum over images of grad_n [C_out, P] x cols_n [P, CKK]. Each group of
+  // kImagesPerPartial images adds its terms into a partial sum of its own, in image order;
+  // the partial sums are then added in group order. Fixed groups: the same bits on any
+  // number of threads.
+  const std::int64_t groups = mgpu::detail::num_blocks(g.batch, kImagesPerPartial);
+  Tensor partials = weight_grad ? Tensor::empty({groups, out_ch_ * ckk}, w.grad.dtype(), w.grad.device())
+                                : Tensor();
+  // dL/dcols_n = grad_n^T [P, C_out] x W [C_out, CKK]: image n's rows of the unrolled matrix.
+  Tensor grad_cols = Tensor::empty({g.rows(), ckk}, w.value.dtype(), grad_out.device());
+  const std::int64_t per_task = images_per_task(2 * out_ch_ * positions * ckk);
+  mgpu::detail::parallel_for(0, groups, std::max<std::int64_t>(1, per_task / kImagesPerPartial),
+                             [&](std::int64_t g0, std::int64_t g1) {
+    for (std::int64_t group = g0; group < g1; ++group) {
+      Tensor partial = weight_grad ? image_block(partials, group, out_ch_, ckk) : Tensor();
+      const std::int64_t first = group * kImagesPerPartial;
+      for (std::int64_t n = first; n < std::min(g.batch, first + kImagesPerPartial); ++n) {
+        const Tensor grad_n = image_block(gc, n, out_ch_, positions);
+        if (weight_grad)
+          matmul_out(partial, grad_n, image_block(s.cols, n, positions, ckk), false, false, 1.0,
+                     n == first ? 0.0 : 1.0);
+        Tensor grad_cols_n = image_block(grad_cols, n, positions, ckk);
+        matmul_out(grad_cols_n, grad_n, s.w, /*trans_a=*/true, false);
+      }
+    }
+  });
+  if (weight_grad) detail::accumulate_grad(w, sum(partials, 0).reshape(w.grad.shape()));
+  if (has_bias_) {
+    // Per channel: over the images first, then over the positions.
+    const Tensor per_position = sum(grad_out.reshape({g.batch, out_ch_ * positions}), 0);
+    detail::accumulate_grad(bias(), sum(per_position.reshape({out_ch_, positions}), 1));
+  }
+  // Fold the patches back onto the image.
   return col2im(grad_cols, g);
 }
 

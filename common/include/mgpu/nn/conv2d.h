@@ -45,6 +45,9 @@ class Conv2d : public Module {
     Tensor w;     // the weight as the GEMM used it: [C_out, C_in*k*k]
     ConvGeometry geometry;
   };
+  Tensor backward_batched(const Saved& s, const Tensor& grad_out);
+  Tensor backward_per_image(const Saved& s, const Tensor& grad_out);
+
   std::int64_t in_ch_, out_ch_, kernel_, stride_, padding_;
   bool has_bias_;
   std::size_t weight_ = 0, bias_ = 0;
