@@ -41,11 +41,14 @@ std::vector<float> to_float(const Tensor& t) {
   return out;
 }
 
-// A block's multiply-adds (about a quarter of a millisecond on one core): below twice this
-// a product is one call on the calling thread.
-constexpr std::int64_t kBlockWork = std::int64_t{1} << 22;
-// At most this many blocks: enough to share among a laptop's cores, few enough that each
-// block still fills the BLAS kernel's tiles and the other operand is not packed too often.
+// A block's multiply-adds (about half a millisecond on one core): below twice this a
+// product is one call on the calling thread. Waking the other threads (asleep under
+// OMP_WAIT_POLICY=PASSIVE) costs tens of microseconds, more on a busy machine.
+constexpr std::int64_t kBlockWork = std::int64_t{1} << 24;
+// Rows (or columns) per block at least: every block packs the whole other operand for the
+// BLAS kernel again, which costs about as much as multiplying it by a few dozen rows.
+constexpr std::int64_t kMinBlockExtent = 128;
+// At most this many blocks: enough to share among a laptop's cores.
 constexpr std::int64_t kMaxBlocks = 8;
 
 /// C = alpha op(A) op(B) + beta C by blocks of C's rows or columns, one BLAS call each.
@@ -55,8 +58,9 @@ void gemm_blocks(Gemm gemm, CBLAS_TRANSPOSE op_a, CBLAS_TRANSPOSE op_b, int m, i
   const bool by_rows = m >= n;
   const std::int64_t extent = by_rows ? m : n;
   const std::int64_t work = std::int64_t{m} * n * k;
-  const std::int64_t blocks = std::clamp<std::int64_t>(work / kBlockWork, 1, std::min(kMaxBlocks, extent));
-  const std::int64_t block = (extent + blocks - 1) / blocks;
+  const std::int64_t block =
+      work < 2 * kBlockWork ? extent
+                            : std::max(kMinBlockExtent, detail::num_blocks(extent, kMaxBlocks));
   detail::parallel_for(0, detail::num_blocks(extent, block), 1, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
       const int lo = static_cast<int>(i * block);

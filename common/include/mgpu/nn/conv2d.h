@@ -12,8 +12,10 @@ namespace mgpu::nn {
 /// x [N, C_in, H, W] -> y [N, C_out, H_out, W_out] with H_out = (H + 2p - k) / s + 1.
 ///
 /// Forward unrolls every k*k patch of x into a row (im2col: [N*H_out*W_out, C_in*k*k]), so
-/// the convolution becomes one GEMM with the weight [C_out, C_in*k*k]. Backward runs the
-/// same GEMMs transposed and folds the patch gradients back onto the image (col2im).
+/// the convolution becomes matrix products with the weight [C_out, C_in*k*k]: on the CPU
+/// one per image, whose [C_out, H_out*W_out] result is that image's output in NCHW; on the
+/// GPU one for the whole batch, then a transpose to NCHW. Backward runs the same products
+/// transposed and folds the patch gradients back onto the image (col2im).
 class Conv2d : public Module {
  public:
   /// Weight [C_out, C_in, k, k] and bias [C_out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
