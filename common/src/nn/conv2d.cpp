@@ -1,7 +1,7 @@
-// Conv2d: im2col, then the matrix products. On the CPU one product per image writes that
-// image's output straight in NCHW; on the GPU one product for the whole batch and a
-// transpose back to NCHW (one cuBLAS call beats hundreds of small ones there). Backward the
-// same in reverse. Inside an amp::Autocast region the GEMMs run in f16/bf16 (autocast.h).
+// Conv2d: im2col, then the matrix products. On the CPU, per image: its patches as columns,
+// and one product that writes the image's output straight in NCHW; on the GPU one im2col
+// and one product for the whole batch and a transpose back to NCHW (one cuBLAS call beats
+// hundreds of small ones there). Backward the same in reverse. Inside an amp::Autocast region the GEMMs run in f16/bf16 (autocast.h).
 #include "mgpu/nn/conv2d.h"
 
 #include <algorithm>
@@ -9,6 +9,7 @@
 #include <sstream>
 
 #include "dispatch.h"
+#include "im2col_image.h"
 #include "layer_util.h"
 #include "mgpu/amp/autocast.h"
 #include "mgpu/nn/init.h"
@@ -104,12 +105,13 @@ Tensor Conv2d::forward(const Tensor& x) {
   g.padding = padding_;
   const std::int64_t positions = g.out_height() * g.out_width();
 
-  // Step 1) unroll: one row per output position, one column per weight of a filter (in the
-  // compute dtype: casting x first casts 1/(k*k) as many elements as casting the columns).
-  Tensor cols = im2col(amp::cast_operand(x, compute), g);
   const Tensor wc = amp::cast_weight(w, compute).reshape({out_ch_, g.cols()});
-  Tensor y;
+  const Tensor xc = amp::cast_operand(x, compute);
+  Tensor cols, y;
   if (x.device().is_cuda()) {
+    // Step 1) unroll: one row per output position, one column per weight of a filter (in the
+    // compute dtype: casting x first casts 1/(k*k) as many elements as casting the columns).
+    cols = im2col(xc, g);
     // Step 2) every filter against every row at once: [N*P, CKK] x [CKK, C_out], accumulated
     // and returned in the parameters' dtype.
     Tensor out = matmul(cols, wc, false, /*trans_b=*/true, w.dtype());
@@ -118,15 +120,21 @@ Tensor Conv2d::forward(const Tensor& x) {
     y = transpose_inner(out.reshape({g.batch, positions, out_ch_}))
             .reshape({g.batch, out_ch_, g.out_height(), g.out_width()});
   } else {
-    // Step 2) per image: y_n [C_out, P] = W [C_out, CKK] x cols_n^T [CKK, P], which is the
-    // image's output in NCHW already; images are shared among the threads.
+    // Per image, while it is in the cache: Step 1) unroll it, one column per output position
+    // ([CKK, P]); Step 2) y_n [C_out, P] = W [C_out, CKK] x cols_n [CKK, P], which is the
+    // image's output in NCHW already. Images are shared among the threads.
+    detail::check_conv_geometry("im2col", g);
+    cols = Tensor::empty({g.batch, g.cols(), positions}, compute, x.device());
     y = Tensor::empty({g.batch, out_ch_, g.out_height(), g.out_width()}, w.dtype(), x.device());
     const Tensor b = has_bias_ ? bias().value : Tensor();
+    const std::int64_t image = in_ch_ * g.height * g.width;
     const std::int64_t per_task = images_per_task(out_ch_ * positions * g.cols());
     mgpu::detail::parallel_for(0, g.batch, per_task, [&](std::int64_t n0, std::int64_t n1) {
       for (std::int64_t n = n0; n < n1; ++n) {
+        Tensor cols_n = image_block(cols, n, g.cols(), positions);
+        detail::im2col_image(xc.view(n * image, {in_ch_, g.height, g.width}), cols_n, g);
         Tensor y_n = image_block(y, n, out_ch_, positions);
-        matmul_out(y_n, wc, image_block(cols, n, positions, g.cols()), false, /*trans_b=*/true);
+        matmul_out(y_n, wc, cols_n, false, false);
         if (has_bias_) add_channel_bias(y_n, b);
       }
     });
@@ -166,36 +174,40 @@ Tensor Conv2d::backward_batched(const Saved& s, const Tensor& grad_out) {
   return col2im(grad_cols, g);
 }
 
-// The CPU: grad_out is already each image's [C_out, P] matrix; one product per image.
+// The CPU: grad_out is already each image's [C_out, P] matrix; per image, the products and
+// the fold back onto the image (col2im) while that image's columns are in the cache.
 Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
   const ConvGeometry& g = s.geometry;
   const std::int64_t positions = g.out_height() * g.out_width(), ckk = g.cols();
+  const std::int64_t image = in_ch_ * g.height * g.width;
   Parameter& w = weight();
   // The GEMMs run in the forward's dtype: the incoming gradient is cast to it too.
   const Tensor gc = amp::cast_operand(grad_out, s.cols.dtype());
   const bool weight_grad = w.requires_grad();
-  // dL/dW = sum over images of grad_n [C_out, P] x cols_n [P, CKK]. Each group of
+  // dL/dW = sum over images of grad_n [C_out, P] x cols_n^T [P, CKK]. Each group of
   // kImagesPerPartial images adds its terms into a partial sum of its own, in image order;
   // the partial sums are then added in group order. Fixed groups: the same bits on any
   // number of threads.
   const std::int64_t groups = mgpu::detail::num_blocks(g.batch, kImagesPerPartial);
   Tensor partials = weight_grad ? Tensor::empty({groups, out_ch_ * ckk}, w.grad.dtype(), w.grad.device())
                                 : Tensor();
-  // dL/dcols_n = grad_n^T [P, C_out] x W [C_out, CKK]: image n's rows of the unrolled matrix.
-  Tensor grad_cols = Tensor::empty({g.rows(), ckk}, w.value.dtype(), grad_out.device());
+  Tensor grad_x = Tensor::empty({g.batch, in_ch_, g.height, g.width}, w.value.dtype(), grad_out.device());
   const std::int64_t per_task = images_per_task(2 * out_ch_ * positions * ckk);
   mgpu::detail::parallel_for(0, groups, std::max<std::int64_t>(1, per_task / kImagesPerPartial),
                              [&](std::int64_t g0, std::int64_t g1) {
+    // dL/dcols_n = W^T [CKK, C_out] x grad_n [C_out, P]: one image's at a time, then folded.
+    Tensor grad_cols = Tensor::empty({ckk, positions}, w.value.dtype(), grad_out.device());
     for (std::int64_t group = g0; group < g1; ++group) {
       Tensor partial = weight_grad ? image_block(partials, group, out_ch_, ckk) : Tensor();
       const std::int64_t first = group * kImagesPerPartial;
       for (std::int64_t n = first; n < std::min(g.batch, first + kImagesPerPartial); ++n) {
         const Tensor grad_n = image_block(gc, n, out_ch_, positions);
         if (weight_grad)
-          matmul_out(partial, grad_n, image_block(s.cols, n, positions, ckk), false, false, 1.0,
-                     n == first ? 0.0 : 1.0);
-        Tensor grad_cols_n = image_block(grad_cols, n, positions, ckk);
-        matmul_out(grad_cols_n, grad_n, s.w, /*trans_a=*/true, false);
+          matmul_out(partial, grad_n, image_block(s.cols, n, ckk, positions), false,
+                     /*trans_b=*/true, 1.0, n == first ? 0.0 : 1.0);
+        matmul_out(grad_cols, s.w, grad_n, /*trans_a=*/true, false);
+        Tensor grad_x_n = grad_x.view(n * image, {in_ch_, g.height, g.width});
+        detail::col2im_image(grad_cols, grad_x_n, g);
       }
     }
   });
@@ -205,8 +217,7 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
     const Tensor per_position = sum(grad_out.reshape({g.batch, out_ch_ * positions}), 0);
     detail::accumulate_grad(bias(), sum(per_position.reshape({out_ch_, positions}), 1));
   }
-  // Fold the patches back onto the image.
-  return col2im(grad_cols, g);
+  return grad_x;
 }
 
 std::shared_ptr<Module> Conv2d::clone() const {

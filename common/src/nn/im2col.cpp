@@ -1,5 +1,5 @@
 // im2col / col2im / transpose_inner on the CPU, and the dispatch to their CUDA twins
-// (im2col.cu). The CPU's col2im scatters (cache-friendly for one core); the CUDA kernel
+// (im2col.cu); and the per-image im2col/col2im of Conv2d's CPU path (im2col_image.h). The CPU's col2im scatters (cache-friendly for one core); the CUDA kernel
 // gathers (no atomics); both add each pixel's terms in the same order. The CPU loops
 // share rows (im2col), images (col2im) or matrices (transpose_inner) among the library's
 // threads: each output is computed by one of them in a fixed order, so the thread count
@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "dispatch.h"
+#include "im2col_image.h"
 #include "mgpu/nn/functional.h"
 #include "parallel_for.h"
 #ifdef MGPU_WITH_CUDA
@@ -126,7 +127,105 @@ void transpose_inner_cpu(const T* x, T* y, std::int64_t B, std::int64_t M, std::
   });
 }
 
+/// The output columns ow whose input column ow*stride - padding + kw falls inside the
+/// image: [lo, hi). Those on either side read the zero padding.
+struct ValidColumns {
+  std::int64_t lo, hi;
+};
+ValidColumns valid_columns(const ConvGeometry& g, std::int64_t kw) {
+  const std::int64_t Wo = g.out_width();
+  // iw >= 0  <=>  ow >= (padding - kw) / stride, rounded up.
+  const std::int64_t first = g.padding - kw;
+  std::int64_t lo = first <= 0 ? 0 : (first + g.stride - 1) / g.stride;
+  // iw <= W - 1  <=>  ow <= (W - 1 + padding - kw) / stride, rounded down.
+  const std::int64_t last = g.width - 1 + g.padding - kw;
+  std::int64_t hi = last < 0 ? 0 : last / g.stride + 1;
+  lo = std::min(lo, Wo);
+  hi = std::clamp(hi, lo, Wo);
+  return {lo, hi};
+}
+
+template <typename T>
+void im2col_image_cpu(const T* x, T* cols, const ConvGeometry& g) {
+  const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
+  for (std::int64_t c = 0; c < g.channels; ++c)
+    for (std::int64_t kh = 0; kh < K; ++kh)
+      for (std::int64_t kw = 0; kw < K; ++kw) {
+        // Row (c, kh, kw): the weight's tap at (kh, kw) sees pixel (oh*s - p + kh, ow*s - p + kw).
+        T* row = cols + ((c * K + kh) * K + kw) * Ho * Wo;
+        const ValidColumns v = valid_columns(g, kw);
+        for (std::int64_t oh = 0; oh < Ho; ++oh) {
+          T* dst = row + oh * Wo;
+          const std::int64_t ih = oh * g.stride - g.padding + kh;
+          if (ih < 0 || ih >= g.height) {
+            std::fill(dst, dst + Wo, T{});
+            continue;
+          }
+          const T* line = x + (c * g.height + ih) * g.width;
+          const std::int64_t shift = kw - g.padding;  // iw = ow * stride + shift
+          std::fill(dst, dst + v.lo, T{});
+          for (std::int64_t ow = v.lo; ow < v.hi; ++ow) dst[ow] = line[ow * g.stride + shift];
+          std::fill(dst + v.hi, dst + Wo, T{});
+        }
+      }
+}
+
+template <typename T>
+void col2im_image_cpu(const T* cols, T* x, const ConvGeometry& g) {
+  using A = typename mgpu::detail::compute_type<T>::type;
+  const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
+  const std::int64_t image_size = g.channels * g.height * g.width;
+  // Accumulate straight into x when it holds the compute type; 16-bit types go through a
+  // float buffer (one rounding at the end).
+  std::vector<A> buffer;
+  A* acc;
+  if constexpr (std::is_same_v<T, A>) {
+    acc = x;
+  } else {
+    buffer.resize(static_cast<std::size_t>(image_size));
+    acc = buffer.data();
+  }
+  std::fill(acc, acc + image_size, A(0));
+  for (std::int64_t c = 0; c < g.channels; ++c)
+    for (std::int64_t kh = 0; kh < K; ++kh)
+      for (std::int64_t kw = 0; kw < K; ++kw) {
+        const T* row = cols + ((c * K + kh) * K + kw) * Ho * Wo;
+        const ValidColumns v = valid_columns(g, kw);
+        for (std::int64_t oh = 0; oh < Ho; ++oh) {
+          const std::int64_t ih = oh * g.stride - g.padding + kh;
+          if (ih < 0 || ih >= g.height) continue;  // those entries were padding
+          const T* src = row + oh * Wo;
+          A* line = acc + (c * g.height + ih) * g.width;
+          const std::int64_t shift = kw - g.padding;  // iw = ow * stride + shift
+          for (std::int64_t ow = v.lo; ow < v.hi; ++ow)
+            line[ow * g.stride + shift] += mgpu::detail::to_compute(src[ow]);
+        }
+      }
+  if constexpr (!std::is_same_v<T, A>)
+    for (std::int64_t i = 0; i < image_size; ++i) x[i] = mgpu::detail::from_compute<T>(acc[i]);
+}
+
 }  // namespace
+
+namespace detail {
+
+void check_conv_geometry(const char* op, const ConvGeometry& g) { check_geometry(op, g); }
+
+void im2col_image(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
+  mgpu::detail::dispatch_floating(x.dtype(), "im2col_image", [&](auto tag) {
+    using T = decltype(tag);
+    im2col_image_cpu<T>(x.data<T>(), cols.data<T>(), g);
+  });
+}
+
+void col2im_image(const Tensor& cols, Tensor& x, const ConvGeometry& g) {
+  mgpu::detail::dispatch_floating(cols.dtype(), "col2im_image", [&](auto tag) {
+    using T = decltype(tag);
+    col2im_image_cpu<T>(cols.data<T>(), x.data<T>(), g);
+  });
+}
+
+}  // namespace detail
 
 Tensor im2col(const Tensor& x, const ConvGeometry& g) {
   check_defined("im2col", x, "input");

@@ -11,11 +11,12 @@ namespace mgpu::nn {
 
 /// x [N, C_in, H, W] -> y [N, C_out, H_out, W_out] with H_out = (H + 2p - k) / s + 1.
 ///
-/// Forward unrolls every k*k patch of x into a row (im2col: [N*H_out*W_out, C_in*k*k]), so
-/// the convolution becomes matrix products with the weight [C_out, C_in*k*k]: on the CPU
-/// one per image, whose [C_out, H_out*W_out] result is that image's output in NCHW; on the
-/// GPU one for the whole batch, then a transpose to NCHW. Backward runs the same products
-/// transposed and folds the patch gradients back onto the image (col2im).
+/// Forward unrolls every k*k patch of x (im2col), so the convolution becomes matrix products
+/// with the weight [C_out, C_in*k*k]. On the CPU, per image: the patches as columns
+/// [C_in*k*k, H_out*W_out], and one product whose [C_out, H_out*W_out] result is that
+/// image's output in NCHW. On the GPU, for the whole batch: the patches as rows
+/// [N*H_out*W_out, C_in*k*k], one product, then a transpose to NCHW. Backward runs the same
+/// products transposed and folds the patch gradients back onto the image (col2im).
 class Conv2d : public Module {
  public:
   /// Weight [C_out, C_in, k, k] and bias [C_out] from U(-1/sqrt(fan_in), 1/sqrt(fan_in)),
@@ -43,7 +44,8 @@ class Conv2d : public Module {
 
  private:
   struct Saved {
-    Tensor cols;  // im2col(x): [N*H_out*W_out, C_in*k*k], 16-bit under autocast
+    Tensor cols;  // x unrolled, 16-bit under autocast: [N*H_out*W_out, C_in*k*k] on the GPU,
+                  // [N, C_in*k*k, H_out*W_out] on the CPU (im2col_image.h)
     Tensor w;     // the weight as the GEMM used it: [C_out, C_in*k*k]
     ConvGeometry geometry;
   };
