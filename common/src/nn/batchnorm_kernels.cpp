@@ -112,13 +112,13 @@ BatchNormStats batch_norm_stats(const Tensor& x) {
         double sum = 0;
         for (std::int64_t n = 0; n < d.n; ++n) {
           const T* plane = px + (n * d.c + c) * d.s;
-          sum += lane_sum(d.s, [&](std::int64_t s) { return at(plane, s); });
+          sum += lane_sum(d.s, [=](std::int64_t s) { return at(plane, s); });
         }
         const double mean = sum / static_cast<double>(count);
         double sq = 0;
         for (std::int64_t n = 0; n < d.n; ++n) {
           const T* plane = px + (n * d.c + c) * d.s;
-          sq += lane_sum(d.s, [&](std::int64_t s) {
+          sq += lane_sum(d.s, [=](std::int64_t s) {
             const double dev = at(plane, s) - mean;
             return dev * dev;
           });
@@ -211,9 +211,10 @@ void batch_norm_backward_reduce(const Tensor& grad_out, const Tensor& x, const T
         const double m = mean.data<A>()[c];
         double sdy = 0, sdyx = 0;
         for (std::int64_t n = 0; n < d.n; ++n) {  // plane by plane, as in batch_norm_stats
-          const std::int64_t plane = (n * d.c + c) * d.s;
-          sdy += lane_sum(d.s, [&](std::int64_t s) { return at(pg, plane + s); });
-          sdyx += lane_sum(d.s, [&](std::int64_t s) { return at(pg, plane + s) * (at(px, plane + s) - m); });
+          const T* g_plane = pg + (n * d.c + c) * d.s;
+          const T* x_plane = px + (n * d.c + c) * d.s;
+          sdy += lane_sum(d.s, [=](std::int64_t s) { return at(g_plane, s); });
+          sdyx += lane_sum(d.s, [=](std::int64_t s) { return at(g_plane, s) * (at(x_plane, s) - m); });
         }
         sum_dy.data<A>()[c] = static_cast<A>(sdy);
         sum_dy_xmu.data<A>()[c] = static_cast<A>(sdyx);

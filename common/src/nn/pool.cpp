@@ -37,10 +37,11 @@ void max_pool2d_cpu(const T* x, T* y, std::int64_t* argmax, std::int64_t planes,
             for (std::int64_t kw = 0; kw < k; ++kw) {
               const std::int64_t at = (oh * s + kh) * W + (ow * s + kw);
               const A v = mgpu::detail::to_compute(in[at]);
-              if (v > best) {  // strict: the first maximum wins ties
-                best = v;
-                best_at = at;
-              }
+              // Strict: the first maximum wins ties. Selects, not a branch: which value of
+              // a window is largest is a coin flip the branch predictor keeps losing.
+              const bool larger = v > best;
+              best = larger ? v : best;
+              best_at = larger ? at : best_at;
             }
           const std::int64_t o = (p * Ho + oh) * Wo + ow;
           y[o] = in[best_at];
