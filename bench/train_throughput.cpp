@@ -56,6 +56,8 @@ struct Contender {
   Contender(const std::string& name, std::int64_t batch, const Device& d) : device(d) {
     nn::manual_seed(0);
     model = nn::make_model(name);  // lesson 01's models
+    // The batch is data: no gradient for it, as PyTorch's autograd knows (train_torch.py).
+    model->set_input_requires_grad(false);
     model->to(device);
     opt = std::make_unique<mgpu::optim::SGD>(model->parameters(), mgpu::optim::SGDOptions{0.01, 0.9, 0.0});
     x = Tensor::empty({batch, 1, 28, 28}, mgpu::DType::f32, device);

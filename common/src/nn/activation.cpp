@@ -12,6 +12,7 @@ Tensor ReLU::forward(const Tensor& x) {
 
 Tensor ReLU::backward(const Tensor& grad_out) {
   Tensor x = saved_.pop("ReLU");
+  if (!input_requires_grad()) return Tensor();
   return relu_backward(grad_out, x);
 }
 
@@ -32,6 +33,7 @@ Tensor Flatten::forward(const Tensor& x) {
 
 Tensor Flatten::backward(const Tensor& grad_out) {
   Shape shape = saved_.pop("Flatten");
+  if (!input_requires_grad()) return Tensor();
   return grad_out.reshape(shape);
 }
 

@@ -169,6 +169,7 @@ Tensor Conv2d::backward_batched(const Saved& s, const Tensor& grad_out) {
     w.notify_grad_ready();
   }
   if (has_bias_) detail::accumulate_grad(bias(), sum(grad_rows, 0));
+  if (!input_requires_grad()) return Tensor();  // x is data: no gradient for it
   // dL/dcols = grad_rows W, then fold the patches back onto the image.
   Tensor grad_cols = matmul(gc, s.w, false, false, w.value.dtype());
   return col2im(grad_cols, g);
@@ -191,12 +192,16 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
   const std::int64_t groups = mgpu::detail::num_blocks(g.batch, kImagesPerPartial);
   Tensor partials = weight_grad ? Tensor::empty({groups, out_ch_ * ckk}, w.grad.dtype(), w.grad.device())
                                 : Tensor();
-  Tensor grad_x = Tensor::empty({g.batch, in_ch_, g.height, g.width}, w.value.dtype(), grad_out.device());
+  const bool input_grad = input_requires_grad();  // false when x is data
+  Tensor grad_x = input_grad ? Tensor::empty({g.batch, in_ch_, g.height, g.width}, w.value.dtype(),
+                                             grad_out.device())
+                             : Tensor();
   const std::int64_t per_task = images_per_task(2 * out_ch_ * positions * ckk);
   mgpu::detail::parallel_for(0, groups, std::max<std::int64_t>(1, per_task / kImagesPerPartial),
                              [&](std::int64_t g0, std::int64_t g1) {
     // dL/dcols_n = W^T [CKK, C_out] x grad_n [C_out, P]: one image's at a time, then folded.
-    Tensor grad_cols = Tensor::empty({ckk, positions}, w.value.dtype(), grad_out.device());
+    Tensor grad_cols =
+        input_grad ? Tensor::empty({ckk, positions}, w.value.dtype(), grad_out.device()) : Tensor();
     for (std::int64_t group = g0; group < g1; ++group) {
       Tensor partial = weight_grad ? image_block(partials, group, out_ch_, ckk) : Tensor();
       const std::int64_t first = group * kImagesPerPartial;
@@ -205,6 +210,7 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
         if (weight_grad)
           matmul_out(partial, grad_n, image_block(s.cols, n, ckk, positions), false,
                      /*trans_b=*/true, 1.0, n == first ? 0.0 : 1.0);
+        if (!input_grad) continue;
         matmul_out(grad_cols, s.w, grad_n, /*trans_a=*/true, false);
         Tensor grad_x_n = grad_x.view(n * image, {in_ch_, g.height, g.width});
         detail::col2im_image(grad_cols, grad_x_n, g);

@@ -30,6 +30,7 @@ Tensor Dropout::forward(const Tensor& x) {
 
 Tensor Dropout::backward(const Tensor& grad_out) {
   Tensor mask = saved_.pop(describe());
+  if (!input_requires_grad()) return Tensor();
   return mul(grad_out, mask);
 }
 

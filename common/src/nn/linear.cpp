@@ -68,7 +68,8 @@ Tensor Linear::backward(const Tensor& grad_out) {
   }
   // dL/db = sum of grad_out over the batch (each row added the same bias).
   if (has_bias_) detail::accumulate_grad(bias(), sum(grad_out, 0));
-  // dL/dx = grad_out W, [N, out] x [out, in].
+  // dL/dx = grad_out W, [N, out] x [out, in]; skipped when x is data.
+  if (!input_requires_grad()) return Tensor();
   return matmul(g, s.w, false, false, w.value.dtype());
 }
 

@@ -28,6 +28,7 @@ Tensor MaxPool2d::forward(const Tensor& x) {
 
 Tensor MaxPool2d::backward(const Tensor& grad_out) {
   Saved s = saved_.pop(describe());
+  if (!input_requires_grad()) return Tensor();
   return max_pool2d_backward(grad_out, s.argmax, s.input_shape, kernel_, stride_);
 }
 

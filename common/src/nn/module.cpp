@@ -9,7 +9,11 @@
 namespace mgpu::nn {
 
 Module::Module(const Module& other)
-    : path_(other.path_), training_(other.training_), device_(other.device_), dtype_(other.dtype_) {
+    : path_(other.path_),
+      training_(other.training_),
+      input_requires_grad_(other.input_requires_grad_),
+      device_(other.device_),
+      dtype_(other.dtype_) {
   for (const auto& [local, p] : other.params_) {
     auto copy = std::make_unique<Parameter>(p->name(), p->value.clone(), p->requires_grad());
     if (p->grad.defined()) copy->grad = p->grad.clone();
@@ -205,6 +209,17 @@ Tensor Sequential::backward(const Tensor& grad_out) {
   Tensor g = grad_out;
   for (std::size_t i = num_children(); i-- > 0;) g = child_at(i)->backward(g);
   return g;
+}
+
+void Sequential::set_input_requires_grad(bool on) {
+  Module::set_input_requires_grad(on);
+  // A layer's input needs a gradient when the model's input does, or when a layer before
+  // it has parameters.
+  bool needed = on;
+  for (std::size_t i = 0; i < num_children(); ++i) {
+    child_at(i)->set_input_requires_grad(needed);
+    if (!child_at(i)->parameters().empty()) needed = true;
+  }
 }
 
 std::shared_ptr<Module> Sequential::clone() const {

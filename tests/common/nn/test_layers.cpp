@@ -240,3 +240,34 @@ TEST_CASE("modules run on another CPU device after to()", "[nn][module]") {
   CHECK(values(y1) == values(y0));
   CHECK(net.backward(Tensor::full({2, 2}, 1.0, DType::f32, Device::cpu(1))).device() == Device::cpu(1));
 }
+
+TEST_CASE("A model whose input needs no gradient skips it and keeps its parameter gradients",
+          "[nn][module]") {
+  for (const char* name : {"mlp", "cnn"}) {
+    INFO("model " << name);
+    manual_seed(11);
+    auto full = make_model(name);
+    auto skip = std::dynamic_pointer_cast<Sequential>(full->clone());
+    REQUIRE(skip);
+    skip->set_input_requires_grad(false);
+    // Up to and including the first layer with parameters: Flatten and Linear, or Conv2d.
+    const std::size_t first_with_params = std::string(name) == "mlp" ? 1 : 0;
+    for (std::size_t i = 0; i < skip->size(); ++i) {
+      INFO("layer " << i << ": " << (*skip)[i].describe());
+      CHECK((*skip)[i].input_requires_grad() == (i > first_with_params));
+    }
+    const Tensor x = random_tensor({6, 1, 28, 28}, 12, DType::f32);
+    const Tensor grad_out = random_tensor({6, 10}, 13, DType::f32);
+    full->forward(x);
+    skip->forward(x);
+    CHECK(full->backward(grad_out).shape() == x.shape());
+    CHECK_FALSE(skip->backward(grad_out).defined());
+    CHECK(skip->saved_forwards() == 0);  // every layer took its context back
+    const auto a = full->named_parameters(), b = skip->named_parameters();
+    REQUIRE(a.size() == b.size());
+    for (std::size_t i = 0; i < a.size(); ++i) {
+      INFO(a[i].first);
+      CHECK(values(a[i].second->grad) == values(b[i].second->grad));
+    }
+  }
+}

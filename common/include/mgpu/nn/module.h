@@ -68,6 +68,16 @@ class Module {
   /// True in training mode.
   bool is_training() const { return training_; }
 
+  /// Whether backward() returns d(loss)/d(input) (true, the default). False says that the
+  /// input is data nothing differentiates: as PyTorch's autograd skips the gradient of an
+  /// input that does not require grad, the layers then skip that work (Linear and Conv2d a
+  /// matrix product) and backward() returns an undefined Tensor. A Sequential passes it on
+  /// to its layers up to and including the first one with parameters (the later layers'
+  /// inputs depend on parameters). Parameter gradients are the same either way.
+  virtual void set_input_requires_grad(bool on) { input_requires_grad_ = on; }
+  /// See set_input_requires_grad().
+  bool input_requires_grad() const { return input_requires_grad_; }
+
   /// Moves parameters, gradients and buffers to `device` (and forgets saved activations).
   Module& to(const Device& device);
   /// Converts floating parameters, gradients and buffers to `dtype` (f64 for grad checks).
@@ -127,6 +137,7 @@ class Module {
   std::vector<std::pair<std::string, std::shared_ptr<Module>>> children_;
   std::string path_;  // dotted path from the root ("" for the root), kept by prefix_names
   bool training_ = true;
+  bool input_requires_grad_ = true;
   Device device_ = Device::cpu();
   DType dtype_ = DType::f32;
 };
@@ -218,6 +229,9 @@ class Sequential : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override { return "Sequential"; }
+  /// Sets it on the layers up to the first one with parameters (see Module); call it once
+  /// the layers are added.
+  void set_input_requires_grad(bool on) override;
 
   /// Number of layers.
   std::size_t size() const { return num_children(); }
