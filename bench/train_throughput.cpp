@@ -8,8 +8,9 @@
 //
 // Beside samples/s it prints the achieved GFLOP/s, from the models' matrix-product FLOPs
 // (a training step costs about 3x the forward: the forward GEMMs, and two GEMMs of the same
-// size in backward), and the allocator's counters per step: blocks handed to tensors, and
-// blocks the allocator had to get from the system (0 once warm). bench/train_torch.py
+// size in backward, less the first layer's input gradient, which nothing needs), and the
+// allocator's counters per step: blocks handed to tensors, and blocks the allocator had to
+// get from the system (0 once warm). bench/train_torch.py
 // prints the same table for PyTorch; bench/cpu_vs_torch.py runs both interleaved, with
 // --serve: the contenders are built and warmed up, then run steps on request (stdin
 // "step MODEL BATCH N" answers "ms T1 ... TN"; "quit" ends).
@@ -43,6 +44,19 @@ namespace nn = mgpu::nn;
 double forward_flops(const std::string& name) {
   if (name == "mlp") return 2.0 * (784 * 256 + 256 * 128 + 128 * 10);
   return 2.0 * (28 * 28 * 9 * 32 + 14 * 14 * 288 * 64 + 3136 * 128 + 128 * 10);
+}
+
+/// The first layer's share of forward_flops: its input is the batch, whose gradient the
+/// step skips (set_input_requires_grad(false)).
+double first_layer_flops(const std::string& name) {
+  if (name == "mlp") return 2.0 * 784 * 256;
+  return 2.0 * 28 * 28 * 9 * 32;
+}
+
+/// A training step's FLOPs per sample: the forward's, the weight gradients' (as many), and
+/// the input gradients' (as many, but for the first layer's).
+double step_flops(const std::string& name) {
+  return 3 * forward_flops(name) - first_layer_flops(name);
 }
 
 /// One model in training: its optimizer, a fixed random batch, and the step.
@@ -183,7 +197,7 @@ int main(int argc, char** argv) {
           std::snprintf(step_text, sizeof step_text, "%.2f [%.2f-%.2f]", median, ms.front(), ms.back());
           std::printf("%-5s %-28s %7lld %24s %12.0f %10.1f %12.1f %10.1f\n", name.c_str(),
                       where.substr(0, 28).c_str(), static_cast<long long>(batch), step_text,
-                      samples_per_s, 3 * forward_flops(name) * samples_per_s * 1e-9,
+                      samples_per_s, step_flops(name) * samples_per_s * 1e-9,
                       static_cast<double>(after.allocations - before.allocations) / reps,
                       static_cast<double>(after.device_mallocs - before.device_mallocs) / reps);
           std::fflush(stdout);
