@@ -41,10 +41,10 @@ std::vector<float> to_float(const Tensor& t) {
   return out;
 }
 
-// A block's multiply-adds (about half a millisecond on one core): below twice this a
+// A block's multiply-adds (about a tenth of a millisecond on one core): below twice this a
 // product is one call on the calling thread. Waking the other threads (asleep under
 // OMP_WAIT_POLICY=PASSIVE) costs tens of microseconds, more on a busy machine.
-constexpr std::int64_t kBlockWork = std::int64_t{1} << 24;
+constexpr std::int64_t kBlockWork = std::int64_t{1} << 22;
 // Rows (or columns) per block at least: every block packs the whole other operand for the
 // BLAS kernel again, which costs about as much as multiplying it by a few dozen rows.
 constexpr std::int64_t kMinBlockExtent = 128;
