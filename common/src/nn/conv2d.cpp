@@ -219,9 +219,9 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
   });
   if (weight_grad) detail::accumulate_grad(w, sum(partials, 0).reshape(w.grad.shape()));
   if (has_bias_) {
-    // Per channel: over the images first, then over the positions.
-    const Tensor per_position = sum(grad_out.reshape({g.batch, out_ch_ * positions}), 0);
-    detail::accumulate_grad(bias(), sum(per_position.reshape({out_ch_, positions}), 1));
+    // Per channel: over each image's positions (contiguous rows), then over the images.
+    const Tensor per_image = sum(grad_out.reshape({g.batch, out_ch_, positions}), 2);
+    detail::accumulate_grad(bias(), sum(per_image, 0));
   }
   return grad_x;
 }
