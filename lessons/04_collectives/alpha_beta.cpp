@@ -17,13 +17,14 @@ AlphaBeta fit_alpha_beta(const std::vector<Timing>& timings, int p) {
   MGPU_CHECK(p >= 2, "fit_alpha_beta: p = ", p, ": one rank sends no messages, so there is "
              "nothing to fit (measure with 2 ranks or more)");
   AlphaBeta model;
-  // TODO(task4) BEGIN: weighted least squares for T = a + b n with weights w_i = 1 / T_i^2:
-  // accumulate S = sum w, Sx = sum w n, Sy = sum w T, Sxx = sum w n^2, Sxy = sum w n T;
-  // det = S Sxx - Sx^2 (throw mgpu::Error if it is ~0: fewer than two distinct sizes, e.g.
-  // det <= 1e-12 * S * Sxx); b = (S Sxy - Sx Sy) / det, a = (Sy - b Sx) / S; then
-  // model.alpha = a / (2(p-1)), model.beta = b p / (2(p-1)). (about 15 lines)
-  (void)timings;
-  throw Error("TODO(task4): fit_alpha_beta is not written yet (lessons/04_collectives/alpha_beta.cpp)");
+  // TODO(task4) BEGIN: fit the line T = a + b n to the timings by least squares weighted
+  // with 1 / T_i^2 (README section 4 derives the 2x2 normal equations and their solution),
+  // then turn the line's a and b into model.alpha and model.beta (the file comment above).
+  // Throw mgpu::Error (MGPU_CHECK) for a time that is not positive and for timings with
+  // fewer than two distinct sizes, where the equations have no single solution.
+  // (about 15 lines)
+  MGPU_FAIL("TODO(task4): fit_alpha_beta is not written yet "
+            "(lessons/04_collectives/alpha_beta.cpp); ", timings.size(), " timing(s), p = ", p);
   // TODO(task4) END
   return model;
 }

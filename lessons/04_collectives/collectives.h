@@ -21,6 +21,7 @@
 namespace mgpu::lesson04 {
 
 using dist::ProcessGroup;
+using dist::Work;  // what send and recv return: wait() blocks until the message is through
 
 // ---- Provided (collectives_support.cpp) ------------------------------------------------------
 

@@ -18,11 +18,14 @@ void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
   // Where a received chunk lands before it is added (chunk 0 is the largest chunk).
   Tensor incoming = Tensor::empty({chunk_range(flat.numel(), p, 0).size()}, data.dtype(),
                                   data.device());
-  // TODO(task1) BEGIN: for s = 0 .. p-2: post pg.send(chunk(flat, p, r - s - 1), right) and
-  // pg.recv(buf, left) where buf = incoming.slice(0, n) with n the element count of
-  // chunk(flat, p, r - s - 2); wait for both Works (post both BEFORE waiting on either);
-  // then add_into(that chunk, buf). (about 10 lines)
-  throw Error("TODO(task1): ring_reduce_scatter is not written yet (lessons/04_collectives/ring.cpp)");
+  // TODO(task1) BEGIN: p-1 steps. At each, send one chunk to the right, receive the chunk
+  // that arrives from the left into the front of `incoming` (exactly as many elements as
+  // that chunk has), and add it into your own copy of that chunk; README section 3 gives
+  // which chunk at step s. Post the send and the receive before waiting on either.
+  // Invariant: the chunk sent at step s is the one added at step s-1, so it carries s+1
+  // ranks' shares; after the last step chunk r holds all p. (about 10 lines)
+  MGPU_FAIL("TODO(task1): ring_reduce_scatter is not written yet "
+            "(lessons/04_collectives/ring.cpp); rank ", r, " of ", p, ", data ", data.str());
   // TODO(task1) END
 }
 
@@ -30,18 +33,21 @@ void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
   const int p = pg.size(), r = pg.rank();
   [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
   Tensor flat = data.reshape({-1});
-  // TODO(task2) BEGIN: for s = 0 .. p-2: send chunk(flat, p, r - s) to the right and
-  // receive chunk(flat, p, r - s - 1) from the left, straight into place; post both, then
-  // wait for both. (about 6 lines)
-  throw Error("TODO(task2): ring_all_gather is not written yet (lessons/04_collectives/ring.cpp)");
+  // TODO(task2) BEGIN: p-1 steps. At each, send a finished chunk to the right (your own
+  // first, then the one you just received) and receive the next finished chunk from the
+  // left straight into its place in `flat` (README section 3); post both, then wait for
+  // both. Invariant: after step s you hold s+2 finished chunks. (about 6 lines)
+  MGPU_FAIL("TODO(task2): ring_all_gather is not written yet "
+            "(lessons/04_collectives/ring.cpp); rank ", r, " of ", p, ", data ", data.str());
   // TODO(task2) END
 }
 
 void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
   // TODO(task3) BEGIN: reduce-scatter, then all-gather, on the same tensor; nothing to do
   // for an empty tensor or a world of one. (about 3 lines)
-  (void)pg, (void)data;
-  throw Error("TODO(task3): ring_all_reduce is not written yet (lessons/04_collectives/ring.cpp)");
+  MGPU_FAIL("TODO(task3): ring_all_reduce is not written yet "
+            "(lessons/04_collectives/ring.cpp); rank ", pg.rank(), " of ", pg.size(), ", data ",
+            data.str());
   // TODO(task3) END
 }
 
