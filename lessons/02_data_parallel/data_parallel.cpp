@@ -32,7 +32,7 @@ DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Devic
                  " is listed twice in ", device_list(devices_),
                  "; each replica needs its own logical device (cuda:0,cuda:1 share one GPU "
                  "if you have only one)");
-  // The seeds' pitfall: wrapping a model that does not live on the first device yet.
+  // A common pitfall: wrapping a model that does not live on the first device yet.
   const Device& home = devices_[0];
   const std::string fix = "; move the model first, model->to(" + home.str() +
                           "), then wrap it (PyTorch: model.to('cuda:0') before "
