@@ -47,8 +47,8 @@ int train(const app::Options& opt, const PipelineFlags& f) {
   const std::vector<std::size_t> cuts =
       f.split.empty() ? l03::balanced_boundaries(*model, K) : f.split;
   l03::Pipeline pipe(l03::split_model(*model, cuts, devices));
-  l03::print_stages(pipe, devices);
   optim::SGD optimizer(model->parameters(), {opt.lr, opt.momentum, opt.weight_decay});
+  l03::print_setup(opt, *model, optimizer, pipe, devices);
   if (f.sweep) return l03::run_sweep(pipe, *train_loader, K, opt.batch_size, f.sweep_jsonl);
   const l03::Schedule schedule = l03::make_schedule(f.schedule, K, f.micro);
   l03::print_schedule(schedule, opt.batch_size);

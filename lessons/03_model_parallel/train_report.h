@@ -16,7 +16,10 @@
 #include <vector>
 
 #include "mgpu/allocator.h"
+#include "mgpu/app/app.h"
 #include "mgpu/data/dataloader.h"
+#include "mgpu/nn/models.h"
+#include "mgpu/optim/optimizer.h"
 #include "pipeline.h"
 
 namespace mgpu::lesson03 {
@@ -27,8 +30,13 @@ inline Schedule make_schedule(const std::string& name, int K, int M) {
   return name == "1f1b" ? one_f_one_b_schedule(K, M) : gpipe_schedule(K, M);
 }
 
-/// One line per stage: its device, its layers and their parameter count.
-inline void print_stages(Pipeline& pipe, const std::vector<Device>& devices) {
+/// The model line, then one line per stage: its device, its layers and their parameter count.
+inline void print_setup(const app::Options& opt, nn::Module& model,
+                        const optim::Optimizer& optimizer, Pipeline& pipe,
+                        const std::vector<Device>& devices) {
+  std::printf("model: %s (%s), %lld parameters; %s\n", opt.model.c_str(),
+              nn::model_summary(opt.model).c_str(), static_cast<long long>(model.num_parameters()),
+              optimizer.describe().c_str());
   for (std::size_t k = 0; k < pipe.stages().size(); ++k) {
     const Stage& s = pipe.stages()[k];
     std::ostringstream os;

@@ -42,6 +42,8 @@ int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   parallel::DistributedDataParallel ddp(model, group);
   optim::SGD optimizer(ddp.parameters(), {opt.lr, opt.momentum, opt.weight_decay});
   nn::CrossEntropyLoss loss_fn;
+  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
+             model->num_parameters(), " parameters");
 
   // Step 2) resume: every rank reads the checkpoint with your reader, restore_state puts
   // model, optimizer and random streams back; the data continues where it stopped.
