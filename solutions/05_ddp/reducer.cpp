@@ -67,13 +67,12 @@ void Reducer::finalize_backward() {
 }
 
 // Task 4: once, before the second forward, the buckets in the order the gradients arrived.
+// DDP's forward asks only while a rebuild can come (not yet rebuilt, find_unused_parameters
+// off: the order may change from step to step then), and the order is recorded only then.
 bool Reducer::rebuild_buckets() {
   ensure_prior_reduction_finished();
-  // PyTorch's rule: rebuild once, never with find_unused_parameters (the order may change
-  // from step to step), and only after a synchronized backward recorded every gradient.
-  if (options_.find_unused_parameters || has_rebuilt_buckets_ ||
-      grad_ready_order_.size() != params_.size())
-    return false;
+  // Nothing to rebuild from until a synchronized backward recorded every gradient.
+  if (grad_ready_order_.size() != params_.size()) return false;
   // TODO(task4) BEGIN: the buckets of compute_bucket_assignment_by_size over the
   // parameters in grad_ready_order_ (grad_spec(v) each; the indices are the variables
   // themselves) with the caps {first_bucket_cap_bytes, bucket_cap_bytes} of options_;

@@ -76,8 +76,12 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
   timeline_.forward_begin = clock_s();
   if (is_training()) {
     // Step 1) once, after the first synchronized backward: buckets in the order the
-    // gradients arrived (a collective; every rank does it in the same forward).
-    timeline_.rebuilt_buckets = reducer_->rebuild_buckets();
+    // gradients arrived (a collective; every rank does it in the same forward). Asked only
+    // while a rebuild can still come, PyTorch's should_rebuild_buckets(): never with
+    // find_unused_parameters, never again once done.
+    const bool rebuild_due =
+        !reducer_->options().find_unused_parameters && !reducer_->has_rebuilt_buckets();
+    if (rebuild_due) timeline_.rebuilt_buckets = reducer_->rebuild_buckets();
     // Step 2) the hooks: armed only when this forward's backward will synchronize.
     if (require_grad_sync_) {
       reducer_->prepare_for_backward();
