@@ -567,6 +567,62 @@ TEST_CASE("library: ranks that built different models fail together, naming the 
   CHECK(message.find("f32[4, 8] (trainable) on rank 1") != std::string::npos);
 }
 
+// fc1 -> ReLU -> head, with a Linear 8->8 "extra" between them while `use_extra` is set:
+// a parameter that takes part in some steps and not in others.
+class SometimesUsed : public nn::Module {
+ public:
+  bool use_extra = true;
+  SometimesUsed() {
+    register_module("fc1", std::make_shared<nn::Linear>(6, 8));
+    register_module("act", std::make_shared<nn::ReLU>());
+    register_module("extra", std::make_shared<nn::Linear>(8, 8));
+    register_module("head", std::make_shared<nn::Linear>(8, 3));
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = child_at(1)->forward(child_at(0)->forward(x));
+    if (use_extra) h = child_at(2)->forward(h);
+    return child_at(3)->forward(h);
+  }
+  Tensor backward(const Tensor& g) override {
+    Tensor h = child_at(3)->backward(g);
+    if (use_extra) h = child_at(2)->backward(h);
+    return child_at(0)->backward(child_at(1)->backward(h));
+  }
+  std::shared_ptr<nn::Module> clone() const override {
+    return std::shared_ptr<nn::Module>(new SometimesUsed(*this));
+  }
+  std::string describe() const override { return "SometimesUsed"; }
+
+ protected:
+  SometimesUsed(const SometimesUsed&) = default;
+};
+
+TEST_CASE("library: after the rebuild, every training forward still checks the prior reduction, "
+          "also under no_sync",
+          "[05_ddp][library]") {
+  nn::manual_seed(43);
+  auto net = std::make_shared<SometimesUsed>();
+  par::DistributedDataParallel ddp(net, group(), small_buckets(false));
+  ToyData data(8);
+  forward_backward(ddp, data, {0, 1});  // records the order
+  forward_backward(ddp, data, {2, 3});  // this forward rebuilds
+  REQUIRE(ddp.reducer().has_rebuilt_buckets());
+  net->use_extra = false;
+  forward_backward(ddp, data, {4, 5});  // "extra" gets no gradient: left unfinished
+  std::string message;
+  try {
+    auto guard = ddp.no_sync();
+    Tensor x, y;
+    data.batch({6, 7}, x, y);
+    ddp.forward(x);
+  } catch (const mgpu::Error& e) {
+    message = e.what();
+  }
+  INFO("message: " << message);
+  CHECK(message.find("module.extra.weight") != std::string::npos);
+  net->clear_saved();
+}
+
 TEST_CASE("library: register_comm_hook may be called once", "[05_ddp][library]") {
   auto net = make_net(false, 41);
   par::DistributedDataParallel ddp(net, group());

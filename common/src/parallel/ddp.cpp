@@ -81,7 +81,10 @@ Tensor DistributedDataParallel::forward(const Tensor& x) {
     // find_unused_parameters, never again once done.
     const bool rebuild_due =
         !reducer_->options().find_unused_parameters && !reducer_->has_rebuilt_buckets();
-    if (rebuild_due) timeline_.rebuilt_buckets = reducer_->rebuild_buckets();
+    if (rebuild_due)
+      timeline_.rebuilt_buckets = reducer_->rebuild_buckets();  // checks the prior reduction
+    else
+      reducer_->ensure_prior_reduction_finished();  // PyTorch checks on every such forward
     // Step 2) the hooks: armed only when this forward's backward will synchronize.
     if (require_grad_sync_) {
       reducer_->prepare_for_backward();

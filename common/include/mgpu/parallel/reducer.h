@@ -75,12 +75,15 @@ class Reducer {
   /// Times every bucket launch from now on (nullptr stops). The timer must outlive its use.
   void set_comm_timer(CommTimer* timer) { comm_timer_ = timer; }
 
-  /// Lesson 05, task 4. Called by DDP's forward before prepare_for_backward: the first
-  /// time after a backward that recorded the gradients' ready order (find_unused_parameters
-  /// off), regroups the buckets in that order, rank 0's order on every rank, and returns
-  /// true; otherwise returns false. Throws first if the previous backward left its
+  /// Lesson 05, task 4. Called by DDP's forward before prepare_for_backward, while a
+  /// rebuild can still come (not rebuilt yet, find_unused_parameters off): once a backward
+  /// has recorded the gradients' ready order, regroups the buckets in that order, rank 0's
+  /// order on every rank, and returns true; otherwise returns false. Throws first if the previous backward left its
   /// reduction unfinished. A collective when it rebuilds.
   bool rebuild_buckets();
+  /// Throws (naming the parameters and the fix) if the last backward was left unfinished.
+  /// DDP's forward checks it on every training forward, as PyTorch's does.
+  void ensure_prior_reduction_finished() const;
   /// Arms the hooks for the coming backward (DDP's forward calls it when gradients will be
   /// synchronized). Throws if the previous backward left its reduction unfinished, naming
   /// the parameters that got no gradient and the fix.
@@ -142,8 +145,6 @@ class Reducer {
   /// Leaves the reduction unfinished: waits for the launched buckets and remembers the
   /// parameters that never became ready, so that the next forward throws.
   void record_unfinished_reduction();
-  /// Throws (naming the parameters and the fix) if the last backward was left unfinished.
-  void ensure_prior_reduction_finished() const;
   /// For find_unused_parameters: all-reduces (max) the per-variable "my hook fired" flags.
   /// Returns, per variable, whether any rank used it. A collective: every rank calls it.
   std::vector<char> sync_used_variables();
