@@ -5,9 +5,9 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
+using mgpu::detail::compute_t;
 using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
+using mgpu::detail::from_compute;
 using mgpu::detail::grid_for;
 using mgpu::detail::grid_start;
 using mgpu::detail::grid_stride;
@@ -21,7 +21,7 @@ __global__ void dropout_mask_kernel(T* mask, std::int64_t total, float threshold
                                     double keep_scale, std::uint64_t seed) {
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const bool drop = random_uniform(seed, static_cast<std::uint64_t>(i)) < threshold;
-    mask[i] = from_acc<T>(static_cast<acc_t<T>>(drop ? 0.0 : keep_scale));
+    mask[i] = from_compute<T>(static_cast<compute_t<T>>(drop ? 0.0 : keep_scale));
   }
 }
 

@@ -4,15 +4,15 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
+using mgpu::detail::compute_t;
 using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
+using mgpu::detail::from_compute;
 using mgpu::detail::grid_for;
 using mgpu::detail::grid_start;
 using mgpu::detail::grid_stride;
 using mgpu::detail::kBlock;
 using mgpu::detail::launch_stream;
-using mgpu::detail::to_acc;
+using mgpu::detail::to_compute;
 
 // One thread per element of the unrolled matrix cols [rows, C*K*K]. Consecutive threads
 // write consecutive columns of a row, so the writes are coalesced; the reads hit the
@@ -30,7 +30,7 @@ __global__ void im2col_kernel(const T* x, T* cols, ConvGeometry g, std::int64_t 
     const std::int64_t iw = ow * g.stride - g.padding + kw;
     const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
     cols[i] = inside ? x[((n * g.channels + c) * g.height + ih) * g.width + iw]
-                     : from_acc<T>(acc_t<T>(0));
+                     : from_compute<T>(compute_t<T>(0));
   }
 }
 
@@ -45,7 +45,7 @@ __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t 
     const std::int64_t w = i % g.width, h = (i / g.width) % g.height;
     const std::int64_t c = (i / (g.width * g.height)) % g.channels;
     const std::int64_t n = i / (g.width * g.height * g.channels);
-    acc_t<T> acc = 0;
+    compute_t<T> acc = 0;
     for (std::int64_t kh = K - 1; kh >= 0; --kh) {
       // (h, w) is entry (kh, kw) of the patch of output (oh, ow) iff oh*stride - pad + kh == h.
       const std::int64_t th = h + g.padding - kh;
@@ -55,10 +55,10 @@ __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t 
         const std::int64_t tw = w + g.padding - kw;
         if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= Wo) continue;
         const std::int64_t ow = tw / g.stride;
-        acc += to_acc(cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
+        acc += to_compute(cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
       }
     }
-    x[i] = from_acc<T>(acc);
+    x[i] = from_compute<T>(acc);
   }
 }
 

@@ -1,6 +1,6 @@
-// Private, CUDA only: what the op kernels share. The device-side element types, the
-// dtype -> type dispatch, the launch geometry of grid-stride loops, and warp/block
-// reductions built from shuffles and shared memory.
+// Private, CUDA only: what the kernels share. The device-side element types and their
+// compute type, the dtype -> type dispatch, the launch geometry of grid-stride loops, and
+// warp/block reductions built from shuffles and shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -10,6 +10,7 @@
 #include <cstdint>
 
 #include "cuda_check.h"
+#include "dispatch.h"
 #include "mgpu/error.h"
 #include "mgpu/tensor.h"
 
@@ -23,23 +24,18 @@ T* device_ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
-/// The type arithmetic is done in: float for the 16-bit types, the type itself otherwise.
-template <typename T> struct acc_of { using type = T; };
-template <> struct acc_of<__half> { using type = float; };
-template <> struct acc_of<__nv_bfloat16> { using type = float; };
-template <typename T> using acc_t = typename acc_of<T>::type;
+// The compute type (dispatch.h) of the CUDA 16-bit types: float, as for mgpu::half and
+// mgpu::bfloat16; the float and double overloads are dispatch.h's own.
+template <> struct compute_type<__half> { using type = float; };
+template <> struct compute_type<__nv_bfloat16> { using type = float; };
 
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-/// Rounds an accumulator value back to the storage type (round-to-nearest-even).
-template <typename T> __device__ __forceinline__ T from_acc(acc_t<T> v) { return v; }
-template <> __device__ __forceinline__ __half from_acc<__half>(float v) {
+template <> __device__ __forceinline__ __half from_compute<__half>(float v) {
   return __float2half_rn(v);
 }
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+template <> __device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 

@@ -10,11 +10,11 @@ namespace mgpu::detail {
 template <typename T>
 __global__ void binary_kernel(BinaryOp op, T* out, const T* a, const T* b, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const acc_t<T> x = to_acc(a[i]);
-    const acc_t<T> y = to_acc(b[i]);
+    const compute_t<T> x = to_compute(a[i]);
+    const compute_t<T> y = to_compute(b[i]);
     // `op` is the same for every thread, so this branch never diverges within a warp.
-    const acc_t<T> r = op == BinaryOp::add ? x + y : op == BinaryOp::sub ? x - y : x * y;
-    out[i] = from_acc<T>(r);
+    const compute_t<T> r = op == BinaryOp::add ? x + y : op == BinaryOp::sub ? x - y : x * y;
+    out[i] = from_compute<T>(r);
   }
 }
 
@@ -30,9 +30,9 @@ void binary_cuda(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
 }
 
 template <typename T>
-__global__ void scale_kernel(T* out, const T* a, acc_t<T> alpha, std::int64_t n) {
+__global__ void scale_kernel(T* out, const T* a, compute_t<T> alpha, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    out[i] = from_acc<T>(alpha * to_acc(a[i]));
+    out[i] = from_compute<T>(alpha * to_compute(a[i]));
 }
 
 void scale_cuda(Tensor& out, const Tensor& a, double alpha) {
@@ -41,7 +41,7 @@ void scale_cuda(Tensor& out, const Tensor& a, double alpha) {
   dispatch_cuda_floating(a.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
     scale_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(
-        device_ptr<T>(out), device_ptr<T>(a), static_cast<acc_t<T>>(alpha), n);
+        device_ptr<T>(out), device_ptr<T>(a), static_cast<compute_t<T>>(alpha), n);
     MGPU_CUDA_CHECK_LAUNCH();
   });
 }
@@ -49,9 +49,9 @@ void scale_cuda(Tensor& out, const Tensor& a, double alpha) {
 // y += alpha * x. mul_rn keeps the product a separate rounding step (no FMA), which is
 // what the CPU loop computes; an FMA would be slightly more accurate but not comparable.
 template <typename T>
-__global__ void axpy_kernel(T* y, const T* x, acc_t<T> alpha, std::int64_t n) {
+__global__ void axpy_kernel(T* y, const T* x, compute_t<T> alpha, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    y[i] = from_acc<T>(to_acc(y[i]) + mul_rn(alpha, to_acc(x[i])));
+    y[i] = from_compute<T>(to_compute(y[i]) + mul_rn(alpha, to_compute(x[i])));
 }
 
 void axpy_cuda(Tensor& y, double alpha, const Tensor& x) {
@@ -60,7 +60,7 @@ void axpy_cuda(Tensor& y, double alpha, const Tensor& x) {
   dispatch_cuda_floating(y.dtype(), "axpy_", [&](auto tag) {
     using T = decltype(tag);
     axpy_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(y), device_ptr<T>(x),
-                                                       static_cast<acc_t<T>>(alpha), n);
+                                                       static_cast<compute_t<T>>(alpha), n);
     MGPU_CUDA_CHECK_LAUNCH();
   });
 }
@@ -70,7 +70,7 @@ void axpy_cuda(Tensor& y, double alpha, const Tensor& x) {
 template <typename T>
 __global__ void add_rowwise_kernel(T* y, const T* bias, std::int64_t n, std::int64_t cols) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    y[i] = from_acc<T>(to_acc(y[i]) + to_acc(bias[i % cols]));
+    y[i] = from_compute<T>(to_compute(y[i]) + to_compute(bias[i % cols]));
 }
 
 void add_rowwise_cuda(Tensor& y, const Tensor& bias) {
@@ -88,7 +88,7 @@ void add_rowwise_cuda(Tensor& y, const Tensor& bias) {
 template <typename T>
 __global__ void relu_kernel(T* out, const T* x, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    out[i] = to_acc(x[i]) > 0 ? x[i] : from_acc<T>(0);
+    out[i] = to_compute(x[i]) > 0 ? x[i] : from_compute<T>(0);
 }
 
 void relu_cuda(Tensor& out, const Tensor& x) {
@@ -105,7 +105,7 @@ void relu_cuda(Tensor& out, const Tensor& x) {
 template <typename T>
 __global__ void relu_backward_kernel(T* grad_in, const T* grad_out, const T* x, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    grad_in[i] = to_acc(x[i]) > 0 ? grad_out[i] : from_acc<T>(0);
+    grad_in[i] = to_compute(x[i]) > 0 ? grad_out[i] : from_compute<T>(0);
 }
 
 void relu_backward_cuda(Tensor& grad_in, const Tensor& grad_out, const Tensor& x) {

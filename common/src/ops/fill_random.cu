@@ -40,7 +40,7 @@ __global__ void uniform_kernel(T* out, std::int64_t n, std::uint64_t seed, doubl
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const double u = random_uniform(seed, offset + static_cast<std::uint64_t>(i));
     const double v = __dadd_rn(lo, __dmul_rn(span, u));
-    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+    out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
   }
 }
 
@@ -64,7 +64,7 @@ __global__ void normal_kernel(T* out, std::int64_t n, std::uint64_t seed, double
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const double z = standard_normal(seed, offset + static_cast<std::uint64_t>(i));
     const double v = __dadd_rn(mean, __dmul_rn(stddev, z));
-    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+    out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
   }
 }
 
