@@ -5,16 +5,6 @@
 
 namespace mgpu::amp::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_compute;
-
 template <typename T>
 __global__ void non_finite_check_and_unscale_kernel(T* grad, std::int64_t n, float* found_inf,
                                                     float inv_scale) {
@@ -32,7 +22,7 @@ __global__ void non_finite_check_and_unscale_kernel(T* grad, std::int64_t n, flo
 
 void non_finite_check_and_unscale_cuda(Tensor& grad, Tensor& found_inf, float inv_scale) {
   cudaStream_t stream = launch_stream(grad.device());
-  mgpu::detail::dispatch_cuda_floating(grad.dtype(), "non_finite_check_and_unscale_", [&](auto tag) {
+  dispatch_cuda_floating(grad.dtype(), "non_finite_check_and_unscale_", [&](auto tag) {
     using T = decltype(tag);
     non_finite_check_and_unscale_kernel<T><<<grid_for(grad.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(grad), grad.numel(), device_ptr<float>(found_inf), inv_scale);

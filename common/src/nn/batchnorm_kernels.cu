@@ -5,18 +5,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::block_reduce;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::SumOp;
-using mgpu::detail::to_compute;
-
 // One block per channel (blockIdx.x = c). Threads stride over the channel's N*S values:
 // thread t takes j = t, t + blockDim, ... and finds the element as (n, s) = (j / S, j % S).
 // Consecutive threads read consecutive s, so the reads are coalesced within each sample.
@@ -106,7 +94,7 @@ namespace {
 /// Calls f(T, A) with T the device storage type and A the statistics type.
 template <typename F>
 void dispatch_bn_cuda(DType dtype, const char* op, F&& f) {
-  mgpu::detail::dispatch_cuda_floating(dtype, op, [&](auto tag) {
+  dispatch_cuda_floating(dtype, op, [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;  // float, or double for f64
     f(T{}, A{});

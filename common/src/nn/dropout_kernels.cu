@@ -5,15 +5,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-
 // One thread per element: the random number of element i depends only on (seed, i), so
 // this mask equals the CPU loop's bit for bit, however the grid is laid out.
 template <typename T>
@@ -28,7 +19,7 @@ __global__ void dropout_mask_kernel(T* mask, std::int64_t total, float threshold
 void dropout_mask_cuda(Tensor& mask, double p, std::uint64_t seed) {
   cudaStream_t stream = launch_stream(mask.device());
   const double keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  mgpu::detail::dispatch_cuda_floating(mask.dtype(), "dropout_mask", [&](auto tag) {
+  dispatch_cuda_floating(mask.dtype(), "dropout_mask", [&](auto tag) {
     using T = decltype(tag);
     dropout_mask_kernel<T><<<grid_for(mask.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(mask), mask.numel(), static_cast<float>(p), keep_scale, seed);

@@ -4,16 +4,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_compute;
-
 // One thread per element of the unrolled matrix cols [rows, C*K*K]. Consecutive threads
 // write consecutive columns of a row, so the writes are coalesced; the reads hit the
 // K consecutive pixels of a patch row, which the cache serves well.
@@ -93,7 +83,7 @@ __global__ void transpose_inner_kernel(const T* x, T* y, std::int64_t B, std::in
 
 void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
     using T = decltype(tag);
     im2col_kernel<T><<<grid_for(cols.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(x), device_ptr<T>(cols), g, cols.numel());
@@ -103,7 +93,7 @@ void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
 
 void col2im_cuda(const Tensor& cols, Tensor& x, const ConvGeometry& g) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
     using T = decltype(tag);
     col2im_kernel<T><<<grid_for(x.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(cols), device_ptr<T>(x), g, x.numel());
@@ -120,7 +110,7 @@ void transpose_inner_cuda(const Tensor& x, Tensor& y, std::int64_t batch, std::i
                   static_cast<unsigned>(std::min<std::int64_t>(batch, 65535)));
   MGPU_CHECK(grid.x <= 2147483647u && grid.y <= 65535u, "transpose_inner: ", x.str(),
              " is too large for one launch (inner dimension over ", 65535 * kTile, ")");
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
     using T = decltype(tag);
     transpose_inner_kernel<T><<<grid, block, 0, stream>>>(device_ptr<T>(x), device_ptr<T>(y),
                                                           batch, m, k);

@@ -4,16 +4,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_compute;
-
 // One thread per output element; it scans its k x k window in the same order as the CPU
 // loop, so ties resolve to the same (first) element on both.
 template <typename T>
@@ -67,7 +57,7 @@ __global__ void max_pool2d_backward_kernel(const T* g, const std::int64_t* argma
 void max_pool2d_cuda(const Tensor& x, Tensor& y, Tensor& argmax, std::int64_t kernel,
                      std::int64_t stride) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_kernel<T><<<grid_for(y.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(x), device_ptr<T>(y), device_ptr<std::int64_t>(argmax), y.numel(),
@@ -79,7 +69,7 @@ void max_pool2d_cuda(const Tensor& x, Tensor& y, Tensor& argmax, std::int64_t ke
 void max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& argmax, Tensor& grad_in,
                               std::int64_t kernel, std::int64_t stride) {
   cudaStream_t stream = launch_stream(grad_in.device());
-  mgpu::detail::dispatch_cuda_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
+  dispatch_cuda_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_backward_kernel<T><<<grid_for(grad_in.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(grad_out), device_ptr<std::int64_t>(argmax), device_ptr<T>(grad_in),

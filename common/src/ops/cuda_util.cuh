@@ -126,3 +126,11 @@ __device__ A block_reduce(A v, Op op, A identity) {
 }
 
 }  // namespace mgpu::detail
+
+// Kernels outside ops/ live in their own module's detail namespace. These lines make the
+// helpers above visible there, so no kernel file needs a list of using-declarations; a
+// new kernel namespace adds its line here.
+namespace mgpu::amp::detail { using namespace mgpu::detail; }
+namespace mgpu::nn::detail { using namespace mgpu::detail; }
+namespace mgpu::optim::detail { using namespace mgpu::detail; }
+namespace mgpu::parallel::detail { using namespace mgpu::detail; }

@@ -5,16 +5,6 @@
 
 namespace mgpu::optim::detail {
 
-using mgpu::detail::compute_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_compute;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_compute;
-
 template <typename T>
 __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, compute_t<T> step_size,
                              compute_t<T> sqrt_bc2, compute_t<T> decay, compute_t<T> b1, compute_t<T> b2,
@@ -35,7 +25,7 @@ void adamw_update_cuda(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double 
                        double beta2, double eps, double weight_decay, double bias_correction1,
                        double bias_correction2) {
   cudaStream_t stream = launch_stream(p.device());
-  mgpu::detail::dispatch_cuda_floating(p.dtype(), "adamw_update_", [&](auto tag) {
+  dispatch_cuda_floating(p.dtype(), "adamw_update_", [&](auto tag) {
     using T = decltype(tag);
     using A = compute_t<T>;
     adamw_kernel<T><<<grid_for(p.numel()), kBlock, 0, stream>>>(
