@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_check.h"
 #include "dispatch.h"
@@ -86,6 +87,30 @@ __device__ __forceinline__ std::int64_t grid_start() {
 }
 __device__ __forceinline__ std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
+}
+
+/// How launch_grid_stride passes an argument: a Tensor as a T pointer to its data,
+/// anything else as it is (a kernel's scalar parameter converts it, e.g. double to float).
+template <typename T, typename V>
+auto kernel_arg(const V& v) {
+  if constexpr (std::is_same_v<V, Tensor>) return device_ptr<T>(v);
+  else return v;
+}
+
+/// The launcher of an elementwise op: runs the grid-stride kernel kernel_for(T{}) as
+/// kernel(args..., n) over the n elements of `x`, on x's stream, with T the device type of
+/// x's dtype, and checks the launch. kernel_for maps a type tag to the kernel, e.g.
+/// [](auto t) { return relu_kernel<decltype(t)>; }. The caller guarantees n >= 1.
+template <typename KernelFor, typename... Args>
+void launch_grid_stride(const char* op, const Tensor& x, KernelFor kernel_for,
+                        const Args&... args) {
+  const std::int64_t n = x.numel();
+  cudaStream_t stream = launch_stream(x.device());
+  dispatch_cuda_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    kernel_for(tag)<<<grid_for(n), kBlock, 0, stream>>>(kernel_arg<T>(args)..., n);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
 }
 
 // ---- reductions ---------------------------------------------------------------------

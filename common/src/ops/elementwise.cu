@@ -2,6 +2,7 @@
 // elements t, t + W, t + 2W, ... (W = the grid's width), so a warp always reads 32
 // consecutive elements (one coalesced transaction) and any n works with any grid.
 // 16-bit elements are widened to float, computed, and rounded once, as on the CPU.
+// Every launcher is the same (grid, stream, dtype, check): launch_grid_stride in cuda_util.cuh.
 #include "cuda_util.cuh"
 #include "ops_cuda.h"
 
@@ -19,14 +20,8 @@ __global__ void binary_kernel(BinaryOp op, T* out, const T* a, const T* b, std::
 }
 
 void binary_cuda(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
-  const std::int64_t n = a.numel();
-  cudaStream_t stream = launch_stream(a.device());
-  dispatch_cuda_floating(a.dtype(), "binary op", [&](auto tag) {
-    using T = decltype(tag);
-    binary_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(op, device_ptr<T>(out),
-                                                         device_ptr<T>(a), device_ptr<T>(b), n);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("binary op", a, [](auto t) { return binary_kernel<decltype(t)>; }, op,
+                     out, a, b);
 }
 
 template <typename T>
@@ -36,14 +31,8 @@ __global__ void scale_kernel(T* out, const T* a, compute_t<T> alpha, std::int64_
 }
 
 void scale_cuda(Tensor& out, const Tensor& a, double alpha) {
-  const std::int64_t n = a.numel();
-  cudaStream_t stream = launch_stream(a.device());
-  dispatch_cuda_floating(a.dtype(), "scale", [&](auto tag) {
-    using T = decltype(tag);
-    scale_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(
-        device_ptr<T>(out), device_ptr<T>(a), static_cast<compute_t<T>>(alpha), n);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("scale", a, [](auto t) { return scale_kernel<decltype(t)>; }, out, a,
+                     alpha);
 }
 
 // y += alpha * x. mul_rn keeps the product a separate rounding step (no FMA), which is
@@ -55,33 +44,20 @@ __global__ void axpy_kernel(T* y, const T* x, compute_t<T> alpha, std::int64_t n
 }
 
 void axpy_cuda(Tensor& y, double alpha, const Tensor& x) {
-  const std::int64_t n = y.numel();
-  cudaStream_t stream = launch_stream(y.device());
-  dispatch_cuda_floating(y.dtype(), "axpy_", [&](auto tag) {
-    using T = decltype(tag);
-    axpy_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(y), device_ptr<T>(x),
-                                                       static_cast<compute_t<T>>(alpha), n);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("axpy_", y, [](auto t) { return axpy_kernel<decltype(t)>; }, y, x, alpha);
 }
 
 // y viewed as [rows, cols]: flat element i lies in column i % cols, so it gets bias[i % cols].
 // The bias (a few KB) stays in L1/L2 cache while the grid streams through y.
 template <typename T>
-__global__ void add_rowwise_kernel(T* y, const T* bias, std::int64_t n, std::int64_t cols) {
+__global__ void add_rowwise_kernel(T* y, const T* bias, std::int64_t cols, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride())
     y[i] = from_compute<T>(to_compute(y[i]) + to_compute(bias[i % cols]));
 }
 
 void add_rowwise_cuda(Tensor& y, const Tensor& bias) {
-  const std::int64_t n = y.numel();
-  cudaStream_t stream = launch_stream(y.device());
-  dispatch_cuda_floating(y.dtype(), "add_rowwise_", [&](auto tag) {
-    using T = decltype(tag);
-    add_rowwise_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(
-        device_ptr<T>(y), device_ptr<T>(bias), n, bias.numel());
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("add_rowwise_", y, [](auto t) { return add_rowwise_kernel<decltype(t)>; },
+                     y, bias, bias.numel());
 }
 
 // relu(x) = x where x > 0, else 0 (NaN -> 0, as on the CPU).
@@ -92,13 +68,7 @@ __global__ void relu_kernel(T* out, const T* x, std::int64_t n) {
 }
 
 void relu_cuda(Tensor& out, const Tensor& x) {
-  const std::int64_t n = x.numel();
-  cudaStream_t stream = launch_stream(x.device());
-  dispatch_cuda_floating(x.dtype(), "relu", [&](auto tag) {
-    using T = decltype(tag);
-    relu_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(out), device_ptr<T>(x), n);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("relu", x, [](auto t) { return relu_kernel<decltype(t)>; }, out, x);
 }
 
 // The gradient passes where the forward input was positive and is 0 elsewhere.
@@ -109,14 +79,9 @@ __global__ void relu_backward_kernel(T* grad_in, const T* grad_out, const T* x, 
 }
 
 void relu_backward_cuda(Tensor& grad_in, const Tensor& grad_out, const Tensor& x) {
-  const std::int64_t n = x.numel();
-  cudaStream_t stream = launch_stream(x.device());
-  dispatch_cuda_floating(x.dtype(), "relu_backward", [&](auto tag) {
-    using T = decltype(tag);
-    relu_backward_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(
-        device_ptr<T>(grad_in), device_ptr<T>(grad_out), device_ptr<T>(x), n);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("relu_backward", x,
+                     [](auto t) { return relu_backward_kernel<decltype(t)>; }, grad_in,
+                     grad_out, x);
 }
 
 }  // namespace mgpu::detail
