@@ -6,8 +6,8 @@
 namespace mgpu::amp::detail {
 
 template <typename T>
-__global__ void non_finite_check_and_unscale_kernel(T* grad, std::int64_t n, float* found_inf,
-                                                    float inv_scale) {
+__global__ void non_finite_check_and_unscale_kernel(T* grad, float* found_inf, float inv_scale,
+                                                    std::int64_t n) {
   // compute_t: float for f32/f16/bf16, double for f64 (the CPU loop's arithmetic type).
   const compute_t<T> inv = static_cast<compute_t<T>>(inv_scale);
   // Grid-stride loop: consecutive threads read consecutive elements (coalesced).
@@ -21,13 +21,10 @@ __global__ void non_finite_check_and_unscale_kernel(T* grad, std::int64_t n, flo
 }
 
 void non_finite_check_and_unscale_cuda(Tensor& grad, Tensor& found_inf, float inv_scale) {
-  cudaStream_t stream = launch_stream(grad.device());
-  dispatch_cuda_floating(grad.dtype(), "non_finite_check_and_unscale_", [&](auto tag) {
-    using T = decltype(tag);
-    non_finite_check_and_unscale_kernel<T><<<grid_for(grad.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(grad), grad.numel(), device_ptr<float>(found_inf), inv_scale);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  // found_inf is f32 whatever grad's dtype, so it goes as a float pointer, not a Tensor.
+  launch_grid_stride("non_finite_check_and_unscale_", grad,
+                     [](auto tag) { return non_finite_check_and_unscale_kernel<decltype(tag)>; },
+                     grad, device_ptr<float>(found_inf), inv_scale);
 }
 
 }  // namespace mgpu::amp::detail

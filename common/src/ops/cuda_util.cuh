@@ -97,10 +97,10 @@ auto kernel_arg(const V& v) {
   else return v;
 }
 
-/// The launcher of an elementwise op: runs the grid-stride kernel kernel_for(T{}) as
-/// kernel(args..., n) over the n elements of `x`, on x's stream, with T the device type of
-/// x's dtype, and checks the launch. kernel_for maps a type tag to the kernel, e.g.
-/// [](auto t) { return relu_kernel<decltype(t)>; }. The caller guarantees n >= 1.
+/// The launcher of every op whose kernel is one grid-stride loop over a tensor: runs
+/// kernel_for(T{}) as kernel(args..., n) over the n elements of `x`, on x's stream, with T
+/// the device type of x's dtype, and checks the launch. kernel_for maps a type tag to the
+/// kernel, e.g. [](auto tag) { return relu_kernel<decltype(tag)>; }. The caller ensures n >= 1.
 template <typename KernelFor, typename... Args>
 void launch_grid_stride(const char* op, const Tensor& x, KernelFor kernel_for,
                         const Args&... args) {

@@ -20,8 +20,8 @@ __global__ void binary_kernel(BinaryOp op, T* out, const T* a, const T* b, std::
 }
 
 void binary_cuda(BinaryOp op, Tensor& out, const Tensor& a, const Tensor& b) {
-  launch_grid_stride("binary op", a, [](auto t) { return binary_kernel<decltype(t)>; }, op,
-                     out, a, b);
+  launch_grid_stride("binary op", a, [](auto tag) { return binary_kernel<decltype(tag)>; },
+                     op, out, a, b);
 }
 
 template <typename T>
@@ -31,8 +31,8 @@ __global__ void scale_kernel(T* out, const T* a, compute_t<T> alpha, std::int64_
 }
 
 void scale_cuda(Tensor& out, const Tensor& a, double alpha) {
-  launch_grid_stride("scale", a, [](auto t) { return scale_kernel<decltype(t)>; }, out, a,
-                     alpha);
+  launch_grid_stride("scale", a, [](auto tag) { return scale_kernel<decltype(tag)>; },
+                     out, a, alpha);
 }
 
 // y += alpha * x. mul_rn keeps the product a separate rounding step (no FMA), which is
@@ -44,7 +44,8 @@ __global__ void axpy_kernel(T* y, const T* x, compute_t<T> alpha, std::int64_t n
 }
 
 void axpy_cuda(Tensor& y, double alpha, const Tensor& x) {
-  launch_grid_stride("axpy_", y, [](auto t) { return axpy_kernel<decltype(t)>; }, y, x, alpha);
+  launch_grid_stride("axpy_", y, [](auto tag) { return axpy_kernel<decltype(tag)>; },
+                     y, x, alpha);
 }
 
 // y viewed as [rows, cols]: flat element i lies in column i % cols, so it gets bias[i % cols].
@@ -56,7 +57,7 @@ __global__ void add_rowwise_kernel(T* y, const T* bias, std::int64_t cols, std::
 }
 
 void add_rowwise_cuda(Tensor& y, const Tensor& bias) {
-  launch_grid_stride("add_rowwise_", y, [](auto t) { return add_rowwise_kernel<decltype(t)>; },
+  launch_grid_stride("add_rowwise_", y, [](auto tag) { return add_rowwise_kernel<decltype(tag)>; },
                      y, bias, bias.numel());
 }
 
@@ -68,7 +69,8 @@ __global__ void relu_kernel(T* out, const T* x, std::int64_t n) {
 }
 
 void relu_cuda(Tensor& out, const Tensor& x) {
-  launch_grid_stride("relu", x, [](auto t) { return relu_kernel<decltype(t)>; }, out, x);
+  launch_grid_stride("relu", x, [](auto tag) { return relu_kernel<decltype(tag)>; },
+                     out, x);
 }
 
 // The gradient passes where the forward input was positive and is 0 elsewhere.
@@ -80,8 +82,8 @@ __global__ void relu_backward_kernel(T* grad_in, const T* grad_out, const T* x, 
 
 void relu_backward_cuda(Tensor& grad_in, const Tensor& grad_out, const Tensor& x) {
   launch_grid_stride("relu_backward", x,
-                     [](auto t) { return relu_backward_kernel<decltype(t)>; }, grad_in,
-                     grad_out, x);
+                     [](auto tag) { return relu_backward_kernel<decltype(tag)>; },
+                     grad_in, grad_out, x);
 }
 
 }  // namespace mgpu::detail

@@ -6,9 +6,9 @@
 namespace mgpu::optim::detail {
 
 template <typename T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, compute_t<T> step_size,
-                             compute_t<T> sqrt_bc2, compute_t<T> decay, compute_t<T> b1, compute_t<T> b2,
-                             compute_t<T> eps) {
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, compute_t<T> step_size,
+                             compute_t<T> sqrt_bc2, compute_t<T> decay, compute_t<T> b1,
+                             compute_t<T> b2, compute_t<T> eps, std::int64_t n) {
   using A = compute_t<T>;
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const A gi = to_compute(g[i]);
@@ -24,17 +24,10 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, compu
 void adamw_update_cuda(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double lr, double beta1,
                        double beta2, double eps, double weight_decay, double bias_correction1,
                        double bias_correction2) {
-  cudaStream_t stream = launch_stream(p.device());
-  dispatch_cuda_floating(p.dtype(), "adamw_update_", [&](auto tag) {
-    using T = decltype(tag);
-    using A = compute_t<T>;
-    adamw_kernel<T><<<grid_for(p.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(p), device_ptr<T>(g), device_ptr<T>(m), device_ptr<T>(v), p.numel(),
-        static_cast<A>(lr / bias_correction1), static_cast<A>(std::sqrt(bias_correction2)),
-        static_cast<A>(1.0 - lr * weight_decay), static_cast<A>(beta1), static_cast<A>(beta2),
-        static_cast<A>(eps));
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  // The scalars are computed in double and rounded once to the kernel's compute type.
+  launch_grid_stride("adamw_update_", p, [](auto tag) { return adamw_kernel<decltype(tag)>; },
+                     p, g, m, v, lr / bias_correction1, std::sqrt(bias_correction2),
+                     1.0 - lr * weight_decay, beta1, beta2, eps);
 }
 
 }  // namespace mgpu::optim::detail
