@@ -8,10 +8,11 @@
 
 namespace mgpu::detail {
 
-__device__ __forceinline__ float exp_acc(float x) { return expf(x); }
-__device__ __forceinline__ double exp_acc(double x) { return exp(x); }
-__device__ __forceinline__ float log_acc(float x) { return logf(x); }
-__device__ __forceinline__ double log_acc(double x) { return log(x); }
+// exp and log in the compute type: expf/logf for float, exp/log for double.
+__device__ __forceinline__ float exp_compute(float x) { return expf(x); }
+__device__ __forceinline__ double exp_compute(double x) { return exp(x); }
+__device__ __forceinline__ float log_compute(float x) { return logf(x); }
+__device__ __forceinline__ double log_compute(double x) { return log(x); }
 
 // Block r handles row r; its threads stride over the row's C classes.
 // `bad` (2 words, zeroed before launch) records the first out-of-range label: bad[0] =
@@ -25,12 +26,14 @@ __global__ void softmax_xent_kernel(const T* logits, const L* labels, std::int64
 
   // Step 1) m = max_c x_c, so that every exponent below is <= 0 and cannot overflow.
   A m = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = MaxOp{}(m, to_compute(row[c]));
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    m = MaxOp{}(m, to_compute(row[c]));
   m = block_reduce(m, MaxOp{}, A(-INFINITY));
 
   // Step 2) s = sum_c exp(x_c - m); s >= 1 since the max itself contributes exp(0).
   A s = 0;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += exp_acc(to_compute(row[c]) - m);
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    s += exp_compute(to_compute(row[c]) - m);
   s = block_reduce(s, SumOp{}, A(0));
 
   // Step 3) loss_r = log(s) + m - x_y: one thread reads the label and writes the loss.
@@ -41,14 +44,14 @@ __global__ void softmax_xent_kernel(const T* logits, const L* labels, std::int64
         bad[1] = static_cast<unsigned long long>(y);
       row_loss[r] = A(NAN);
     } else {
-      row_loss[r] = log_acc(s) + m - to_compute(row[y]);
+      row_loss[r] = log_compute(s) + m - to_compute(row[y]);
     }
   }
 
   // Step 4) the probabilities, if asked for: exp(x_c - m) / s.
   if (probs != nullptr)
     for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      probs[r * classes + c] = from_compute<T>(exp_acc(to_compute(row[c]) - m) / s);
+      probs[r * classes + c] = from_compute<T>(exp_compute(to_compute(row[c]) - m) / s);
 }
 
 void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logits,
