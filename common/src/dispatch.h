@@ -11,23 +11,32 @@
 
 namespace mgpu::detail {
 
-/// Reads any stored element as the type arithmetic is done in (float for 16-bit types).
-inline float to_compute(half h) { return half_to_float(h); }
-inline float to_compute(bfloat16 b) { return bf16_to_float(b); }
-inline float to_compute(float f) { return f; }
-inline double to_compute(double d) { return d; }
+// ---- the compute type -----------------------------------------------------------------
+// A 16-bit value is stored in 16 bits but computed in float: read it with to_compute, do
+// the arithmetic in compute_t<T>, write the result back once with from_compute<T>.
+// ops/cuda_util.cuh adds the CUDA element types (__half, __nv_bfloat16) to the same names.
+// Why "compute" and not "acc": accumulating is one use of this type, not its meaning (the
+// CPU sums accumulate even float in double), and PyTorch's acc_type is that other rule;
+// PyTorch calls this one opmath_type.
+// The float/double overloads are constexpr so that kernels can call them too (nvcc runs
+// with --expt-relaxed-constexpr).
 
-/// Writes a computed value back in the storage type (rounding to nearest even).
-template <typename T> inline T from_compute(double v) { return static_cast<T>(v); }
-template <> inline half from_compute<half>(double v) { return float_to_half(static_cast<float>(v)); }
-template <> inline bfloat16 from_compute<bfloat16>(double v) {
-  return float_to_bf16(static_cast<float>(v));
-}
-
-/// The arithmetic type of a storage type: float for half/bf16, itself otherwise.
+/// The type arithmetic on a T is done in: float for the 16-bit types, T itself otherwise.
 template <typename T> struct compute_type { using type = T; };
 template <> struct compute_type<half> { using type = float; };
 template <> struct compute_type<bfloat16> { using type = float; };
+template <typename T> using compute_t = typename compute_type<T>::type;
+
+/// Reads a stored element as its compute type (exact: float holds every 16-bit value).
+inline float to_compute(half h) { return half_to_float(h); }
+inline float to_compute(bfloat16 b) { return bf16_to_float(b); }
+constexpr float to_compute(float f) { return f; }
+constexpr double to_compute(double d) { return d; }
+
+/// Writes a computed value back in the storage type (rounding to nearest even).
+template <typename T> constexpr T from_compute(compute_t<T> v) { return static_cast<T>(v); }
+template <> inline half from_compute<half>(float v) { return float_to_half(v); }
+template <> inline bfloat16 from_compute<bfloat16>(float v) { return float_to_bf16(v); }
 
 /// Calls f(T{}) with T the C++ type of `dtype`, for the four floating dtypes.
 template <typename F>

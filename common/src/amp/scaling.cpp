@@ -18,7 +18,7 @@ namespace {
 // (PyTorch's "opmath" type), so the multiply below rounds exactly as the CUDA kernel's.
 template <typename T>
 void check_and_unscale_cpu(Tensor& grad, float* found_inf, float inv_scale) {
-  using C = typename mgpu::detail::compute_type<T>::type;
+  using C = mgpu::detail::compute_t<T>;
   T* g = grad.data<T>();
   const C inv = static_cast<C>(inv_scale);
   bool found = false;

@@ -5,39 +5,26 @@
 
 namespace mgpu::amp::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_acc;
-
 template <typename T>
-__global__ void non_finite_check_and_unscale_kernel(T* grad, std::int64_t n, float* found_inf,
-                                                    float inv_scale) {
-  // acc_t: float for f32/f16/bf16, double for f64 (the CPU loop's arithmetic type).
-  const acc_t<T> inv = static_cast<acc_t<T>>(inv_scale);
+__global__ void non_finite_check_and_unscale_kernel(T* grad, float* found_inf, float inv_scale,
+                                                    std::int64_t n) {
+  // compute_t: float for f32/f16/bf16, double for f64 (the CPU loop's arithmetic type).
+  const compute_t<T> inv = static_cast<compute_t<T>>(inv_scale);
   // Grid-stride loop: consecutive threads read consecutive elements (coalesced).
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const acc_t<T> v = to_acc(grad[i]);
+    const compute_t<T> v = to_compute(grad[i]);
     // Many threads may find an inf at once; they all write the same 1.0, so the race is
     // harmless and no atomic is needed. found_inf is never cleared here.
     if (!isfinite(v)) *found_inf = 1.f;
-    if (inv_scale != 1.f) grad[i] = from_acc<T>(v * inv);
+    if (inv_scale != 1.f) grad[i] = from_compute<T>(v * inv);
   }
 }
 
 void non_finite_check_and_unscale_cuda(Tensor& grad, Tensor& found_inf, float inv_scale) {
-  cudaStream_t stream = launch_stream(grad.device());
-  mgpu::detail::dispatch_cuda_floating(grad.dtype(), "non_finite_check_and_unscale_", [&](auto tag) {
-    using T = decltype(tag);
-    non_finite_check_and_unscale_kernel<T><<<grid_for(grad.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(grad), grad.numel(), device_ptr<float>(found_inf), inv_scale);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  // found_inf is f32 whatever grad's dtype, so it goes as a float pointer, not a Tensor.
+  launch_grid_stride("non_finite_check_and_unscale_", grad,
+                     [](auto tag) { return non_finite_check_and_unscale_kernel<decltype(tag)>; },
+                     grad, device_ptr<float>(found_inf), inv_scale);
 }
 
 }  // namespace mgpu::amp::detail

@@ -82,7 +82,7 @@ template <typename F>
 void dispatch_bn(DType dtype, const char* op, F&& f) {
   mgpu::detail::dispatch_floating(dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using A = mgpu::detail::compute_t<T>;
     f(T{}, A{});
   });
 }

@@ -5,18 +5,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::block_reduce;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::SumOp;
-using mgpu::detail::to_acc;
-
 // One block per channel (blockIdx.x = c). Threads stride over the channel's N*S values:
 // thread t takes j = t, t + blockDim, ... and finds the element as (n, s) = (j / S, j % S).
 // Consecutive threads read consecutive s, so the reads are coalesced within each sample.
@@ -28,11 +16,11 @@ __global__ void bn_stats_kernel(const T* x, A* mean_out, A* var_out, std::int64_
   const std::int64_t count = N * S;
   A sum = 0;
   for (std::int64_t j = threadIdx.x; j < count; j += blockDim.x)
-    sum += static_cast<A>(to_acc(x[((j / S) * C + c) * S + j % S]));
+    sum += static_cast<A>(to_compute(x[((j / S) * C + c) * S + j % S]));
   const A mean = block_reduce(sum, SumOp{}, A(0)) / static_cast<A>(count);
   A sq = 0;
   for (std::int64_t j = threadIdx.x; j < count; j += blockDim.x) {
-    const A dev = static_cast<A>(to_acc(x[((j / S) * C + c) * S + j % S])) - mean;
+    const A dev = static_cast<A>(to_compute(x[((j / S) * C + c) * S + j % S])) - mean;
     sq += dev * dev;
   }
   sq = block_reduce(sq, SumOp{}, A(0));
@@ -55,10 +43,10 @@ __global__ void bn_apply_kernel(const T* x, const A* mean, const A* invstd, cons
                                 std::int64_t S) {
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const std::int64_t c = (i / S) % C;
-    const A w = weight ? static_cast<A>(to_acc(weight[c])) : A(1);
-    const A b = bias ? static_cast<A>(to_acc(bias[c])) : A(0);
-    const A xhat = (static_cast<A>(to_acc(x[i])) - mean[c]) * invstd[c];
-    y[i] = from_acc<T>(static_cast<acc_t<T>>(xhat * w + b));
+    const A w = weight ? static_cast<A>(to_compute(weight[c])) : A(1);
+    const A b = bias ? static_cast<A>(to_compute(bias[c])) : A(0);
+    const A xhat = (static_cast<A>(to_compute(x[i])) - mean[c]) * invstd[c];
+    y[i] = from_compute<T>(static_cast<compute_t<T>>(xhat * w + b));
   }
 }
 
@@ -73,9 +61,9 @@ __global__ void bn_backward_reduce_kernel(const T* g, const T* x, const A* mean,
   A sdy = 0, sdyx = 0;
   for (std::int64_t j = threadIdx.x; j < count; j += blockDim.x) {
     const std::int64_t i = ((j / S) * C + c) * S + j % S;
-    const A dy = static_cast<A>(to_acc(g[i]));
+    const A dy = static_cast<A>(to_compute(g[i]));
     sdy += dy;
-    sdyx += dy * (static_cast<A>(to_acc(x[i])) - m);
+    sdyx += dy * (static_cast<A>(to_compute(x[i])) - m);
   }
   sdy = block_reduce(sdy, SumOp{}, A(0));
   sdyx = block_reduce(sdyx, SumOp{}, A(0));
@@ -93,12 +81,12 @@ __global__ void bn_backward_apply_kernel(const T* g, const T* x, const A* mean, 
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const std::int64_t c = (i / S) % C;
     const A is = invstd[c];
-    const A w = weight ? static_cast<A>(to_acc(weight[c])) : A(1);
+    const A w = weight ? static_cast<A>(to_compute(weight[c])) : A(1);
     const A mean_dy = sum_dy[c] * inv_count;
     const A proj = sum_dy_xmu[c] * inv_count * is * is;
-    const A xmu = static_cast<A>(to_acc(x[i])) - mean[c];
-    const A dy = static_cast<A>(to_acc(g[i]));
-    dx[i] = from_acc<T>(static_cast<acc_t<T>>((dy - mean_dy - xmu * proj) * is * w));
+    const A xmu = static_cast<A>(to_compute(x[i])) - mean[c];
+    const A dy = static_cast<A>(to_compute(g[i]));
+    dx[i] = from_compute<T>(static_cast<compute_t<T>>((dy - mean_dy - xmu * proj) * is * w));
   }
 }
 
@@ -106,9 +94,9 @@ namespace {
 /// Calls f(T, A) with T the device storage type and A the statistics type.
 template <typename F>
 void dispatch_bn_cuda(DType dtype, const char* op, F&& f) {
-  mgpu::detail::dispatch_cuda_floating(dtype, op, [&](auto tag) {
+  dispatch_cuda_floating(dtype, op, [&](auto tag) {
     using T = decltype(tag);
-    using A = std::conditional_t<std::is_same_v<T, double>, double, float>;
+    using A = compute_t<T>;  // float, or double for f64
     f(T{}, A{});
   });
 }

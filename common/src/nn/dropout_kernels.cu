@@ -5,35 +5,22 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-
 // One thread per element: the random number of element i depends only on (seed, i), so
 // this mask equals the CPU loop's bit for bit, however the grid is laid out.
 template <typename T>
-__global__ void dropout_mask_kernel(T* mask, std::int64_t total, float threshold,
-                                    double keep_scale, std::uint64_t seed) {
+__global__ void dropout_mask_kernel(T* mask, float threshold, double keep_scale,
+                                    std::uint64_t seed, std::int64_t total) {
   for (std::int64_t i = grid_start(); i < total; i += grid_stride()) {
     const bool drop = random_uniform(seed, static_cast<std::uint64_t>(i)) < threshold;
-    mask[i] = from_acc<T>(static_cast<acc_t<T>>(drop ? 0.0 : keep_scale));
+    mask[i] = from_compute<T>(static_cast<compute_t<T>>(drop ? 0.0 : keep_scale));
   }
 }
 
 void dropout_mask_cuda(Tensor& mask, double p, std::uint64_t seed) {
-  cudaStream_t stream = launch_stream(mask.device());
   const double keep_scale = p < 1.0 ? 1.0 / (1.0 - p) : 0.0;
-  mgpu::detail::dispatch_cuda_floating(mask.dtype(), "dropout_mask", [&](auto tag) {
-    using T = decltype(tag);
-    dropout_mask_kernel<T><<<grid_for(mask.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(mask), mask.numel(), static_cast<float>(p), keep_scale, seed);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("dropout_mask", mask,
+                     [](auto tag) { return dropout_mask_kernel<decltype(tag)>; },
+                     mask, static_cast<float>(p), keep_scale, seed);
 }
 
 }  // namespace mgpu::nn::detail

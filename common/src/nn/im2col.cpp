@@ -69,7 +69,7 @@ void im2col_cpu(const T* x, T* cols, const ConvGeometry& g) {
 
 template <typename T>
 void col2im_cpu(const T* cols, T* x, const ConvGeometry& g) {
-  using A = typename mgpu::detail::compute_type<T>::type;
+  using A = mgpu::detail::compute_t<T>;
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
   const std::int64_t ncols = g.cols(), plane = g.height * g.width;
   // Scatter: walk the unrolled rows in memory order and add each entry back onto the pixel
@@ -172,7 +172,7 @@ void im2col_image_cpu(const T* x, T* cols, const ConvGeometry& g) {
 
 template <typename T>
 void col2im_image_cpu(const T* cols, T* x, const ConvGeometry& g) {
-  using A = typename mgpu::detail::compute_type<T>::type;
+  using A = mgpu::detail::compute_t<T>;
   const std::int64_t K = g.kernel, Ho = g.out_height(), Wo = g.out_width();
   const std::int64_t image_size = g.channels * g.height * g.width;
   // Accumulate straight into x when it holds the compute type; 16-bit types go through a

@@ -4,16 +4,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_acc;
-
 // One thread per element of the unrolled matrix cols [rows, C*K*K]. Consecutive threads
 // write consecutive columns of a row, so the writes are coalesced; the reads hit the
 // K consecutive pixels of a patch row, which the cache serves well.
@@ -30,7 +20,7 @@ __global__ void im2col_kernel(const T* x, T* cols, ConvGeometry g, std::int64_t 
     const std::int64_t iw = ow * g.stride - g.padding + kw;
     const bool inside = ih >= 0 && ih < g.height && iw >= 0 && iw < g.width;
     cols[i] = inside ? x[((n * g.channels + c) * g.height + ih) * g.width + iw]
-                     : from_acc<T>(acc_t<T>(0));
+                     : from_compute<T>(compute_t<T>(0));
   }
 }
 
@@ -45,7 +35,7 @@ __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t 
     const std::int64_t w = i % g.width, h = (i / g.width) % g.height;
     const std::int64_t c = (i / (g.width * g.height)) % g.channels;
     const std::int64_t n = i / (g.width * g.height * g.channels);
-    acc_t<T> acc = 0;
+    compute_t<T> acc = 0;
     for (std::int64_t kh = K - 1; kh >= 0; --kh) {
       // (h, w) is entry (kh, kw) of the patch of output (oh, ow) iff oh*stride - pad + kh == h.
       const std::int64_t th = h + g.padding - kh;
@@ -55,10 +45,10 @@ __global__ void col2im_kernel(const T* cols, T* x, ConvGeometry g, std::int64_t 
         const std::int64_t tw = w + g.padding - kw;
         if (tw < 0 || tw % g.stride != 0 || tw / g.stride >= Wo) continue;
         const std::int64_t ow = tw / g.stride;
-        acc += to_acc(cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
+        acc += to_compute(cols[((n * Ho + oh) * Wo + ow) * ncols + (c * K + kh) * K + kw]);
       }
     }
-    x[i] = from_acc<T>(acc);
+    x[i] = from_compute<T>(acc);
   }
 }
 
@@ -93,7 +83,7 @@ __global__ void transpose_inner_kernel(const T* x, T* y, std::int64_t B, std::in
 
 void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
     using T = decltype(tag);
     im2col_kernel<T><<<grid_for(cols.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(x), device_ptr<T>(cols), g, cols.numel());
@@ -103,7 +93,7 @@ void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
 
 void col2im_cuda(const Tensor& cols, Tensor& x, const ConvGeometry& g) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
     using T = decltype(tag);
     col2im_kernel<T><<<grid_for(x.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(cols), device_ptr<T>(x), g, x.numel());
@@ -120,7 +110,7 @@ void transpose_inner_cuda(const Tensor& x, Tensor& y, std::int64_t batch, std::i
                   static_cast<unsigned>(std::min<std::int64_t>(batch, 65535)));
   MGPU_CHECK(grid.x <= 2147483647u && grid.y <= 65535u, "transpose_inner: ", x.str(),
              " is too large for one launch (inner dimension over ", 65535 * kTile, ")");
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
     using T = decltype(tag);
     transpose_inner_kernel<T><<<grid, block, 0, stream>>>(device_ptr<T>(x), device_ptr<T>(y),
                                                           batch, m, k);

@@ -24,7 +24,7 @@ std::int64_t plane_grain(std::int64_t H, std::int64_t W) {
 template <typename T>
 void max_pool2d_cpu(const T* x, T* y, std::int64_t* argmax, std::int64_t planes, std::int64_t H,
                     std::int64_t W, std::int64_t k, std::int64_t s) {
-  using A = typename mgpu::detail::compute_type<T>::type;
+  using A = mgpu::detail::compute_t<T>;
   const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
   mgpu::detail::parallel_for(0, planes, plane_grain(H, W), [&](std::int64_t p0, std::int64_t p1) {
     for (std::int64_t p = p0; p < p1; ++p) {
@@ -54,7 +54,7 @@ void max_pool2d_cpu(const T* x, T* y, std::int64_t* argmax, std::int64_t planes,
 template <typename T>
 void max_pool2d_backward_cpu(const T* g, const std::int64_t* argmax, T* dx, std::int64_t planes,
                              std::int64_t H, std::int64_t W, std::int64_t k, std::int64_t s) {
-  using A = typename mgpu::detail::compute_type<T>::type;
+  using A = mgpu::detail::compute_t<T>;
   const std::int64_t Ho = (H - k) / s + 1, Wo = (W - k) / s + 1;
   // Scatter each output gradient onto its window's maximum, outputs in increasing order:
   // with overlapping windows a pixel gets its terms in the order the CUDA gather adds them.

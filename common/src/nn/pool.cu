@@ -4,16 +4,6 @@
 
 namespace mgpu::nn::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_acc;
-
 // One thread per output element; it scans its k x k window in the same order as the CPU
 // loop, so ties resolve to the same (first) element on both.
 template <typename T>
@@ -25,11 +15,11 @@ __global__ void max_pool2d_kernel(const T* x, T* y, std::int64_t* argmax, std::i
     const std::int64_t ow = o % Wo, oh = (o / Wo) % Ho, plane = o / (Wo * Ho);
     const T* in = x + plane * H * W;
     std::int64_t best_at = oh * s * W + ow * s;
-    acc_t<T> best = to_acc(in[best_at]);
+    compute_t<T> best = to_compute(in[best_at]);
     for (std::int64_t kh = 0; kh < k; ++kh)
       for (std::int64_t kw = 0; kw < k; ++kw) {
         const std::int64_t at = (oh * s + kh) * W + (ow * s + kw);
-        const acc_t<T> v = to_acc(in[at]);
+        const compute_t<T> v = to_compute(in[at]);
         if (v > best) {
           best = v;
           best_at = at;
@@ -54,20 +44,20 @@ __global__ void max_pool2d_backward_kernel(const T* g, const std::int64_t* argma
     const std::int64_t oh_hi = min(h / s, Ho - 1);
     const std::int64_t ow_lo = w >= k ? (w - k) / s + 1 : 0;
     const std::int64_t ow_hi = min(w / s, Wo - 1);
-    acc_t<T> acc = 0;
+    compute_t<T> acc = 0;
     for (std::int64_t oh = oh_lo; oh <= oh_hi; ++oh)
       for (std::int64_t ow = ow_lo; ow <= ow_hi; ++ow) {
         const std::int64_t o = (plane * Ho + oh) * Wo + ow;
-        if (argmax[o] == h * W + w) acc += to_acc(g[o]);
+        if (argmax[o] == h * W + w) acc += to_compute(g[o]);
       }
-    dx[i] = from_acc<T>(acc);
+    dx[i] = from_compute<T>(acc);
   }
 }
 
 void max_pool2d_cuda(const Tensor& x, Tensor& y, Tensor& argmax, std::int64_t kernel,
                      std::int64_t stride) {
   cudaStream_t stream = launch_stream(x.device());
-  mgpu::detail::dispatch_cuda_floating(x.dtype(), "max_pool2d", [&](auto tag) {
+  dispatch_cuda_floating(x.dtype(), "max_pool2d", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_kernel<T><<<grid_for(y.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(x), device_ptr<T>(y), device_ptr<std::int64_t>(argmax), y.numel(),
@@ -79,7 +69,7 @@ void max_pool2d_cuda(const Tensor& x, Tensor& y, Tensor& argmax, std::int64_t ke
 void max_pool2d_backward_cuda(const Tensor& grad_out, const Tensor& argmax, Tensor& grad_in,
                               std::int64_t kernel, std::int64_t stride) {
   cudaStream_t stream = launch_stream(grad_in.device());
-  mgpu::detail::dispatch_cuda_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
+  dispatch_cuda_floating(grad_in.dtype(), "max_pool2d_backward", [&](auto tag) {
     using T = decltype(tag);
     max_pool2d_backward_kernel<T><<<grid_for(grad_in.numel()), kBlock, 0, stream>>>(
         device_ptr<T>(grad_out), device_ptr<std::int64_t>(argmax), device_ptr<T>(grad_in),

@@ -1,6 +1,6 @@
-// Private, CUDA only: what the op kernels share. The device-side element types, the
-// dtype -> type dispatch, the launch geometry of grid-stride loops, and warp/block
-// reductions built from shuffles and shared memory.
+// Private, CUDA only: what the kernels share. The device-side element types and their
+// compute type, the dtype -> type dispatch, the launch geometry of grid-stride loops, and
+// warp/block reductions built from shuffles and shared memory.
 #pragma once
 
 #include <cuda_bf16.h>
@@ -8,8 +8,10 @@
 
 #include <algorithm>
 #include <cstdint>
+#include <type_traits>
 
 #include "cuda_check.h"
+#include "dispatch.h"
 #include "mgpu/error.h"
 #include "mgpu/tensor.h"
 
@@ -23,23 +25,18 @@ T* device_ptr(const Tensor& t) {
   return static_cast<T*>(t.raw_data());
 }
 
-/// The type arithmetic is done in: float for the 16-bit types, the type itself otherwise.
-template <typename T> struct acc_of { using type = T; };
-template <> struct acc_of<__half> { using type = float; };
-template <> struct acc_of<__nv_bfloat16> { using type = float; };
-template <typename T> using acc_t = typename acc_of<T>::type;
+// The compute type (dispatch.h) of the CUDA 16-bit types: float, as for mgpu::half and
+// mgpu::bfloat16; the float and double overloads are dispatch.h's own.
+template <> struct compute_type<__half> { using type = float; };
+template <> struct compute_type<__nv_bfloat16> { using type = float; };
 
-__device__ __forceinline__ float to_acc(float v) { return v; }
-__device__ __forceinline__ double to_acc(double v) { return v; }
-__device__ __forceinline__ float to_acc(__half v) { return __half2float(v); }
-__device__ __forceinline__ float to_acc(__nv_bfloat16 v) { return __bfloat162float(v); }
+__device__ __forceinline__ float to_compute(__half v) { return __half2float(v); }
+__device__ __forceinline__ float to_compute(__nv_bfloat16 v) { return __bfloat162float(v); }
 
-/// Rounds an accumulator value back to the storage type (round-to-nearest-even).
-template <typename T> __device__ __forceinline__ T from_acc(acc_t<T> v) { return v; }
-template <> __device__ __forceinline__ __half from_acc<__half>(float v) {
+template <> __device__ __forceinline__ __half from_compute<__half>(float v) {
   return __float2half_rn(v);
 }
-template <> __device__ __forceinline__ __nv_bfloat16 from_acc<__nv_bfloat16>(float v) {
+template <> __device__ __forceinline__ __nv_bfloat16 from_compute<__nv_bfloat16>(float v) {
   return __float2bfloat16_rn(v);
 }
 
@@ -92,6 +89,30 @@ __device__ __forceinline__ std::int64_t grid_stride() {
   return static_cast<std::int64_t>(gridDim.x) * blockDim.x;
 }
 
+/// How launch_grid_stride passes an argument: a Tensor as a T pointer to its data,
+/// anything else as it is (a kernel's scalar parameter converts it, e.g. double to float).
+template <typename T, typename V>
+auto kernel_arg(const V& v) {
+  if constexpr (std::is_same_v<V, Tensor>) return device_ptr<T>(v);
+  else return v;
+}
+
+/// The launcher of every op whose kernel is one grid-stride loop over a tensor: runs
+/// kernel_for(T{}) as kernel(args..., n) over the n elements of `x`, on x's stream, with T
+/// the device type of x's dtype, and checks the launch. kernel_for maps a type tag to the
+/// kernel, e.g. [](auto tag) { return relu_kernel<decltype(tag)>; }. The caller ensures n >= 1.
+template <typename KernelFor, typename... Args>
+void launch_grid_stride(const char* op, const Tensor& x, KernelFor kernel_for,
+                        const Args&... args) {
+  const std::int64_t n = x.numel();
+  cudaStream_t stream = launch_stream(x.device());
+  dispatch_cuda_floating(x.dtype(), op, [&](auto tag) {
+    using T = decltype(tag);
+    kernel_for(tag)<<<grid_for(n), kBlock, 0, stream>>>(kernel_arg<T>(args)..., n);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
 // ---- reductions ---------------------------------------------------------------------
 struct SumOp {
   template <typename A> __device__ __forceinline__ A operator()(A a, A b) const { return a + b; }
@@ -130,3 +151,11 @@ __device__ A block_reduce(A v, Op op, A identity) {
 }
 
 }  // namespace mgpu::detail
+
+// Kernels outside ops/ live in their own module's detail namespace. These lines make the
+// helpers above visible there, so no kernel file needs a list of using-declarations; a
+// new kernel namespace adds its line here.
+namespace mgpu::amp::detail { using namespace mgpu::detail; }
+namespace mgpu::nn::detail { using namespace mgpu::detail; }
+namespace mgpu::optim::detail { using namespace mgpu::detail; }
+namespace mgpu::parallel::detail { using namespace mgpu::detail; }

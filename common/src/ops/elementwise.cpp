@@ -75,7 +75,7 @@ void scale_into(Tensor& out, const Tensor& a, double alpha) {
   }
   detail::dispatch_floating(a.dtype(), "scale", [&](auto tag) {
     using T = decltype(tag);
-    using C = typename detail::compute_type<T>::type;
+    using C = detail::compute_t<T>;
     const C s = static_cast<C>(alpha);
     const T* pa = a.data<T>();
     T* po = out.data<T>();
@@ -116,7 +116,7 @@ void axpy_(Tensor& y, double alpha, const Tensor& x) {
   }
   detail::dispatch_floating(y.dtype(), "axpy_", [&](auto tag) {
     using T = decltype(tag);
-    using C = typename detail::compute_type<T>::type;
+    using C = detail::compute_t<T>;
     const C s = static_cast<C>(alpha);
     const T* px = x.data<T>();
     T* py = y.data<T>();

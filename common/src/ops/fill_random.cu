@@ -35,48 +35,36 @@ void fill_bits_cuda(Tensor& t, std::uint64_t bits) {
 // __dmul_rn / __dadd_rn forbid nvcc from fusing the multiply-add into an FMA: with the
 // separate roundings the CPU performs, every element is bit-identical to the CPU's.
 template <typename T>
-__global__ void uniform_kernel(T* out, std::int64_t n, std::uint64_t seed, double lo,
-                               double span, std::uint64_t offset) {
+__global__ void uniform_kernel(T* out, std::uint64_t seed, double lo, double span,
+                               std::uint64_t offset, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const double u = random_uniform(seed, offset + static_cast<std::uint64_t>(i));
     const double v = __dadd_rn(lo, __dmul_rn(span, u));
-    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+    out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
   }
 }
 
 void uniform_cuda(Tensor& t, std::uint64_t seed, double lo, double hi, std::uint64_t offset) {
-  const std::int64_t n = t.numel();
-  cudaStream_t stream = launch_stream(t.device());
-  dispatch_cuda_floating(t.dtype(), "uniform_", [&](auto tag) {
-    using T = decltype(tag);
-    uniform_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(t), n, seed, lo,
-                                                          hi - lo, offset);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("uniform_", t, [](auto tag) { return uniform_kernel<decltype(tag)>; },
+                     t, seed, lo, hi - lo, offset);
 }
 
 // Element i <- mean + std * N(seed, offset + i), with the same Box-Muller as the CPU.
 // log/cos on the GPU may differ from the host's libm in the last bit, so normal_ agrees
 // with the CPU to ~1e-15 relative, not bit for bit.
 template <typename T>
-__global__ void normal_kernel(T* out, std::int64_t n, std::uint64_t seed, double mean,
-                              double stddev, std::uint64_t offset) {
+__global__ void normal_kernel(T* out, std::uint64_t seed, double mean, double stddev,
+                              std::uint64_t offset, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const double z = standard_normal(seed, offset + static_cast<std::uint64_t>(i));
     const double v = __dadd_rn(mean, __dmul_rn(stddev, z));
-    out[i] = from_acc<T>(static_cast<acc_t<T>>(v));
+    out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
   }
 }
 
 void normal_cuda(Tensor& t, std::uint64_t seed, double mean, double stddev, std::uint64_t offset) {
-  const std::int64_t n = t.numel();
-  cudaStream_t stream = launch_stream(t.device());
-  dispatch_cuda_floating(t.dtype(), "normal_", [&](auto tag) {
-    using T = decltype(tag);
-    normal_kernel<T><<<grid_for(n), kBlock, 0, stream>>>(device_ptr<T>(t), n, seed, mean,
-                                                         stddev, offset);
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("normal_", t, [](auto tag) { return normal_kernel<decltype(tag)>; },
+                     t, seed, mean, stddev, offset);
 }
 
 }  // namespace mgpu::detail

@@ -23,7 +23,7 @@ constexpr int kMaxPartials = 1024;
 template <typename T, typename A>
 __global__ void sum_partials_kernel(const T* x, std::int64_t n, A* partials) {
   A acc = 0;
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) acc += to_acc(x[i]);
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) acc += to_compute(x[i]);
   acc = block_reduce(acc, SumOp{}, A(0));
   if (threadIdx.x == 0) partials[blockIdx.x] = acc;
 }
@@ -48,7 +48,7 @@ void sum_all_cuda(Tensor& out, const Tensor& x, bool mean) {
   cudaStream_t stream = launch_stream(x.device());
   dispatch_cuda_floating(x.dtype(), "sum", [&](auto tag) {
     using T = decltype(tag);
-    using A = acc_t<T>;
+    using A = compute_t<T>;
     sum_partials_kernel<T, A><<<blocks, kBlock, 0, stream>>>(device_ptr<T>(x), n,
                                                              device_ptr<A>(partials));
     MGPU_CUDA_CHECK_LAUNCH();
@@ -74,10 +74,10 @@ __global__ void sum_rows_kernel(T* out, const T* x, std::int64_t rows, std::int6
   // as the full-mask shuffles in warp_reduce require.
   for (std::int64_t r = warp_start(); r < rows; r += warp_stride()) {
     const T* row = x + r * n;
-    acc_t<T> acc = 0;
-    for (std::int64_t j = lane; j < n; j += 32) acc += to_acc(row[j]);
+    compute_t<T> acc = 0;
+    for (std::int64_t j = lane; j < n; j += 32) acc += to_compute(row[j]);
     acc = warp_reduce(acc, SumOp{});
-    if (lane == 0) out[r] = from_acc<T>(mean ? acc / static_cast<acc_t<T>>(n) : acc);
+    if (lane == 0) out[r] = from_compute<T>(mean ? acc / static_cast<compute_t<T>>(n) : acc);
   }
 }
 
@@ -91,10 +91,10 @@ __global__ void sum_columns_kernel(T* out, const T* x, std::int64_t outer, std::
     const std::int64_t o = t / inner;
     const std::int64_t k = t % inner;
     const T* column = x + o * n * inner + k;  // x[o, 0, k]; the next j is `inner` further
-    acc_t<T> acc = 0;
-    for (std::int64_t j = 0; j < n; ++j) acc += to_acc(column[j * inner]);
+    compute_t<T> acc = 0;
+    for (std::int64_t j = 0; j < n; ++j) acc += to_compute(column[j * inner]);
     // n == 0 gives 0 for sum and 0/0 = NaN for mean, as on the CPU.
-    out[t] = from_acc<T>(mean ? acc / static_cast<acc_t<T>>(n) : acc);
+    out[t] = from_compute<T>(mean ? acc / static_cast<compute_t<T>>(n) : acc);
   }
 }
 
@@ -126,16 +126,16 @@ __global__ void max_rows_kernel(T* max_out, std::int64_t* arg_out, const T* x,
     const T* row = x + r * n;
     // Lanes with no element (n < 32) start from element 0, which is a valid candidate.
     std::int64_t best = lane < n ? lane : 0;
-    acc_t<T> best_v = to_acc(row[best]);
+    compute_t<T> best_v = to_compute(row[best]);
     for (std::int64_t j = lane + 32; j < n; j += 32) {
-      const acc_t<T> v = to_acc(row[j]);
+      const compute_t<T> v = to_compute(row[j]);
       if (argmax_better(v, j, best_v, best)) {
         best_v = v;
         best = j;
       }
     }
     for (int o = 16; o > 0; o >>= 1) {
-      const acc_t<T> other_v = __shfl_xor_sync(0xffffffffu, best_v, o);
+      const compute_t<T> other_v = __shfl_xor_sync(0xffffffffu, best_v, o);
       const std::int64_t other = __shfl_xor_sync(0xffffffffu, best, o);
       if (argmax_better(other_v, other, best_v, best)) {
         best_v = other_v;

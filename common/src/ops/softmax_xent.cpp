@@ -61,7 +61,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor*
   Tensor loss = Tensor::empty({}, loss_dtype, logits.device());
   detail::dispatch_floating(logits.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using A = typename detail::compute_type<T>::type;  // float, or double for f64
+    using A = detail::compute_t<T>;  // float, or double for f64
     const T* px = logits.data<T>();
     double total = 0;
     for (std::int64_t r = 0; r < rows; ++r) {
@@ -111,7 +111,7 @@ Tensor softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
   }
   detail::dispatch_floating(probs.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using A = typename detail::compute_type<T>::type;
+    using A = detail::compute_t<T>;
     const A s = static_cast<A>(scale);
     const T* pp = probs.data<T>();
     T* pg = grad.data<T>();

@@ -8,29 +8,32 @@
 
 namespace mgpu::detail {
 
-__device__ __forceinline__ float exp_acc(float x) { return expf(x); }
-__device__ __forceinline__ double exp_acc(double x) { return exp(x); }
-__device__ __forceinline__ float log_acc(float x) { return logf(x); }
-__device__ __forceinline__ double log_acc(double x) { return log(x); }
+// exp and log in the compute type: expf/logf for float, exp/log for double.
+__device__ __forceinline__ float exp_compute(float x) { return expf(x); }
+__device__ __forceinline__ double exp_compute(double x) { return exp(x); }
+__device__ __forceinline__ float log_compute(float x) { return logf(x); }
+__device__ __forceinline__ double log_compute(double x) { return log(x); }
 
 // Block r handles row r; its threads stride over the row's C classes.
 // `bad` (2 words, zeroed before launch) records the first out-of-range label: bad[0] =
 // row + 1 (claimed with atomicCAS, so only one block writes), bad[1] = the label.
 template <typename T, typename L>
 __global__ void softmax_xent_kernel(const T* logits, const L* labels, std::int64_t classes,
-                                    acc_t<T>* row_loss, T* probs, unsigned long long* bad) {
-  using A = acc_t<T>;
+                                    compute_t<T>* row_loss, T* probs, unsigned long long* bad) {
+  using A = compute_t<T>;
   const std::int64_t r = blockIdx.x;
   const T* row = logits + r * classes;
 
   // Step 1) m = max_c x_c, so that every exponent below is <= 0 and cannot overflow.
   A m = -INFINITY;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) m = MaxOp{}(m, to_acc(row[c]));
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    m = MaxOp{}(m, to_compute(row[c]));
   m = block_reduce(m, MaxOp{}, A(-INFINITY));
 
   // Step 2) s = sum_c exp(x_c - m); s >= 1 since the max itself contributes exp(0).
   A s = 0;
-  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x) s += exp_acc(to_acc(row[c]) - m);
+  for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
+    s += exp_compute(to_compute(row[c]) - m);
   s = block_reduce(s, SumOp{}, A(0));
 
   // Step 3) loss_r = log(s) + m - x_y: one thread reads the label and writes the loss.
@@ -41,14 +44,14 @@ __global__ void softmax_xent_kernel(const T* logits, const L* labels, std::int64
         bad[1] = static_cast<unsigned long long>(y);
       row_loss[r] = A(NAN);
     } else {
-      row_loss[r] = log_acc(s) + m - to_acc(row[y]);
+      row_loss[r] = log_compute(s) + m - to_compute(row[y]);
     }
   }
 
   // Step 4) the probabilities, if asked for: exp(x_c - m) / s.
   if (probs != nullptr)
     for (std::int64_t c = threadIdx.x; c < classes; c += blockDim.x)
-      probs[r * classes + c] = from_acc<T>(exp_acc(to_acc(row[c]) - m) / s);
+      probs[r * classes + c] = from_compute<T>(exp_compute(to_compute(row[c]) - m) / s);
 }
 
 void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logits,
@@ -69,11 +72,11 @@ void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logit
     if (labels.dtype() == DType::i32) {
       softmax_xent_kernel<T, std::int32_t><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
           device_ptr<T>(logits), device_ptr<std::int32_t>(labels), classes,
-          device_ptr<acc_t<T>>(row_loss), probs_ptr, bad_ptr);
+          device_ptr<compute_t<T>>(row_loss), probs_ptr, bad_ptr);
     } else {
       softmax_xent_kernel<T, std::int64_t><<<static_cast<unsigned>(rows), threads, 0, stream>>>(
           device_ptr<T>(logits), device_ptr<std::int64_t>(labels), classes,
-          device_ptr<acc_t<T>>(row_loss), probs_ptr, bad_ptr);
+          device_ptr<compute_t<T>>(row_loss), probs_ptr, bad_ptr);
     }
     MGPU_CUDA_CHECK_LAUNCH();
   });
@@ -92,12 +95,12 @@ void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logit
 template <typename T, typename L>
 __global__ void softmax_xent_backward_kernel(T* grad, const T* probs, const L* labels,
                                              std::int64_t n, std::int64_t classes,
-                                             acc_t<T> scale) {
+                                             compute_t<T> scale) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
     const std::int64_t r = i / classes;  // row-major: element i is (i / C, i % C)
     const std::int64_t c = i % classes;
-    const acc_t<T> onehot = c == static_cast<std::int64_t>(labels[r]) ? 1 : 0;
-    grad[i] = from_acc<T>((to_acc(probs[i]) - onehot) * scale);
+    const compute_t<T> onehot = c == static_cast<std::int64_t>(labels[r]) ? 1 : 0;
+    grad[i] = from_compute<T>((to_compute(probs[i]) - onehot) * scale);
   }
 }
 
@@ -107,7 +110,7 @@ void softmax_xent_backward_cuda(Tensor& grad, const Tensor& probs, const Tensor&
   cudaStream_t stream = launch_stream(probs.device());
   dispatch_cuda_floating(probs.dtype(), "softmax_cross_entropy_backward", [&](auto tag) {
     using T = decltype(tag);
-    const acc_t<T> s = static_cast<acc_t<T>>(scale);
+    const compute_t<T> s = static_cast<compute_t<T>>(scale);
     if (labels.dtype() == DType::i32) {
       softmax_xent_backward_kernel<T, std::int32_t><<<grid_for(n), kBlock, 0, stream>>>(
           device_ptr<T>(grad), device_ptr<T>(probs), device_ptr<std::int32_t>(labels), n, classes, s);

@@ -69,7 +69,7 @@ void adamw_update_(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double lr, 
   }
   mgpu::detail::dispatch_floating(p.dtype(), op, [&](auto tag) {
     using T = decltype(tag);
-    using A = typename mgpu::detail::compute_type<T>::type;
+    using A = mgpu::detail::compute_t<T>;
     T* pp = p.data<T>();
     const T* pg = g.data<T>();
     T* pm = m.data<T>();

@@ -5,46 +5,29 @@
 
 namespace mgpu::optim::detail {
 
-using mgpu::detail::acc_t;
-using mgpu::detail::device_ptr;
-using mgpu::detail::from_acc;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-using mgpu::detail::to_acc;
-
 template <typename T>
-__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, std::int64_t n, acc_t<T> step_size,
-                             acc_t<T> sqrt_bc2, acc_t<T> decay, acc_t<T> b1, acc_t<T> b2,
-                             acc_t<T> eps) {
-  using A = acc_t<T>;
+__global__ void adamw_kernel(T* p, const T* g, T* m, T* v, compute_t<T> step_size,
+                             compute_t<T> sqrt_bc2, compute_t<T> decay, compute_t<T> b1,
+                             compute_t<T> b2, compute_t<T> eps, std::int64_t n) {
+  using A = compute_t<T>;
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const A gi = to_acc(g[i]);
-    const A mi = b1 * to_acc(m[i]) + (A(1) - b1) * gi;
-    const A vi = b2 * to_acc(v[i]) + (A(1) - b2) * gi * gi;
+    const A gi = to_compute(g[i]);
+    const A mi = b1 * to_compute(m[i]) + (A(1) - b1) * gi;
+    const A vi = b2 * to_compute(v[i]) + (A(1) - b2) * gi * gi;
     const A denom = sqrt(vi) / sqrt_bc2 + eps;
-    m[i] = from_acc<T>(mi);
-    v[i] = from_acc<T>(vi);
-    p[i] = from_acc<T>(to_acc(p[i]) * decay - step_size * mi / denom);
+    m[i] = from_compute<T>(mi);
+    v[i] = from_compute<T>(vi);
+    p[i] = from_compute<T>(to_compute(p[i]) * decay - step_size * mi / denom);
   }
 }
 
 void adamw_update_cuda(Tensor& p, const Tensor& g, Tensor& m, Tensor& v, double lr, double beta1,
                        double beta2, double eps, double weight_decay, double bias_correction1,
                        double bias_correction2) {
-  cudaStream_t stream = launch_stream(p.device());
-  mgpu::detail::dispatch_cuda_floating(p.dtype(), "adamw_update_", [&](auto tag) {
-    using T = decltype(tag);
-    using A = acc_t<T>;
-    adamw_kernel<T><<<grid_for(p.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(p), device_ptr<T>(g), device_ptr<T>(m), device_ptr<T>(v), p.numel(),
-        static_cast<A>(lr / bias_correction1), static_cast<A>(std::sqrt(bias_correction2)),
-        static_cast<A>(1.0 - lr * weight_decay), static_cast<A>(beta1), static_cast<A>(beta2),
-        static_cast<A>(eps));
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  // The scalars are computed in double and rounded once to the kernel's compute type.
+  launch_grid_stride("adamw_update_", p, [](auto tag) { return adamw_kernel<decltype(tag)>; },
+                     p, g, m, v, lr / bias_correction1, std::sqrt(bias_correction2),
+                     1.0 - lr * weight_decay, beta1, beta2, eps);
 }
 
 }  // namespace mgpu::optim::detail

@@ -6,13 +6,6 @@
 
 namespace mgpu::parallel::detail {
 
-using mgpu::detail::device_ptr;
-using mgpu::detail::grid_for;
-using mgpu::detail::grid_start;
-using mgpu::detail::grid_stride;
-using mgpu::detail::kBlock;
-using mgpu::detail::launch_stream;
-
 // One thread per channel: W is small (the number of ranks), so each thread walks the ranks
 // in order, which also makes the result independent of the launch geometry. Thread c reads
 // element c of every row: consecutive threads read consecutive addresses (coalesced).
