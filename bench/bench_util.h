@@ -20,6 +20,7 @@
 #include <thread>
 #include <vector>
 
+#include "mgpu/app/flags.h"
 #include "mgpu/device.h"
 #include "mgpu/stream.h"
 #include "mgpu/tensor.h"
@@ -44,16 +45,16 @@ inline void add_options(CLI::App& app, Options& opt) {
   app.add_option("--device", opt.device, "auto, cpu or cuda (auto: cuda when a GPU is visible)")
       ->capture_default_str();
   app.add_option("--size", opt.sizes, "problem size(s); repeat for several (default: a sweep)")
-      ->check(CLI::Range(std::int64_t{1}, std::numeric_limits<std::int64_t>::max()));
+      ->check(mgpu::app::positive_integer(std::int64_t{1} << 40));
   app.add_option("--reps", opt.reps, "timed repetitions; the median is printed")
       ->capture_default_str()
-      ->check(CLI::Range(1, 1000000));
+      ->check(mgpu::app::positive_integer(1000000));
   app.add_option("--warmup", opt.warmup, "untimed runs first (allocator, caches, clocks)")
       ->capture_default_str()
-      ->check(CLI::Range(0, 1000000));
-  app.add_option("--threads", opt.threads, "CPU threads for our loops and OpenBLAS (default: the cores)")
+      ->check(mgpu::app::non_negative_integer(1000000));
+  app.add_option("--threads", opt.threads, "CPU threads of the library (its loops and its matrix products; default: the cores)")
       ->capture_default_str()
-      ->check(CLI::Range(1, 4096));
+      ->check(mgpu::app::positive_integer(4096));
 }
 
 /// "0.52 1.03 1.20": the 1, 5 and 15 minute load averages (other work on the machine).

@@ -51,6 +51,7 @@
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
 #include "mgpu/stream.h"
+#include "mgpu/app/flags.h"
 #include "mgpu/threads.h"
 
 namespace {
@@ -260,7 +261,6 @@ int run(const Options& o) {
 
   nn::manual_seed(0);
   auto probe = make_model(o);
-  const char* blas_threads = std::getenv("OPENBLAS_NUM_THREADS");
   dist::log0("bench_ddp: ", world, " rank(s), backend ", group.backend_name(), ", device ",
              device.str(), "; CPU per rank: ", mgpu::cpu_threading_summary());
   dist::log0("model ", o.model, ": ", probe->num_parameters(), " parameters, ",
@@ -325,7 +325,7 @@ int run(const Options& o) {
                                {"comm_ms", comm}, {"hidden_share", hidden},
                                {"saved_vs_one_bucket", one_wait > 0 && c->ddp ? nlohmann::json(vs_one) : nlohmann::json()},
                                {"peak_mib", c->peak_mib}, {"load_before", load_before},
-                               {"blas_threads", std::string(blas_threads ? blas_threads : "")}}
+                               {"threads", mgpu::num_threads()}}
                     .dump()
              << "\n";
     }
@@ -354,9 +354,9 @@ int main(int argc, char** argv) {
   app.add_option("--layers", o.layers, "Linear layers of the wide MLP")
       ->check(CLI::Range(2, 64))->capture_default_str();
   app.add_option("--batch-size", o.batch_size, "samples per rank per step")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--steps", o.steps, "measured steps per configuration")
-      ->check(CLI::PositiveNumber)->capture_default_str();
+      ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--warmup", o.warmup,
                  "unmeasured steps first (at least 2: the buckets are rebuilt in the second)")
       ->check(CLI::Range(2, 1000000))->capture_default_str();

@@ -12,6 +12,7 @@
 
 #include "bench_util.h"
 #include "mgpu/ops.h"
+#include "mgpu/threads.h"
 
 #include <cblas.h>
 
@@ -24,8 +25,12 @@ void direct_gemm(mgpu::Tensor& c, const mgpu::Tensor& a, const mgpu::Tensor& b) 
   const int n = static_cast<int>(b.size(1));
   if (a.device().is_cpu()) {
     MGPU_CHECK(a.dtype() == mgpu::DType::f32, "direct_gemm: the CPU baseline is f32 only");
+    // mgpu runs OpenBLAS one thread per call and splits the product among its own threads;
+    // the baseline gets OpenBLAS's own threading, as many threads, for this call.
+    openblas_set_num_threads(mgpu::num_threads());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k,
                 b.data<float>(), n, 0.0f, c.data<float>(), n);
+    openblas_set_num_threads(1);
     return;
   }
 #ifdef MGPU_WITH_CUDA

@@ -4,7 +4,7 @@
 //
 //   build/bench/bench_train                       mlp and cnn, batch 256, cpu (+ cuda if any)
 //   build/bench/bench_train --device cuda --batch-size 64 --batch-size 256 --batch-size 1024
-//   build/bench/bench_train --threads 1           one CPU thread for our loops and OpenBLAS
+//   build/bench/bench_train --threads 1           one CPU thread for the library's loops and products
 //
 // Beside samples/s it prints the achieved GFLOP/s, from the models' matrix-product FLOPs
 // (a training step costs about 3x the forward: the forward GEMMs, and two GEMMs of the same
@@ -147,7 +147,7 @@ int main(int argc, char** argv) {
       ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")
       ->check(mgpu::app::non_negative_integer())->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads for our loops and OpenBLAS (default: the cores)")
+  app.add_option("--threads", threads, "CPU threads of the library (its loops and its matrix products; default: the cores)")
       ->check(mgpu::app::positive_integer(4096))->capture_default_str();
   app.add_flag("--serve", serve_mode, "build and warm up, then run steps on request (see the top of the source)");
   CLI11_PARSE(app, argc, argv);

@@ -2,8 +2,9 @@
 /// @brief How many CPU threads the library's CPU ops use.
 ///
 /// One pool of OpenMP threads does the work on the CPU: the library's own loops
-/// (elementwise, reductions, im2col, batch norm, pooling, the loss) and the matrix
-/// products, which are cut into blocks of rows, one single-threaded OpenBLAS call each.
+/// (elementwise, so SGD's update too, reductions, im2col, batch norm, pooling; the loss
+/// and AdamW's fused update are small and stay on one thread) and the matrix products,
+/// which are cut into blocks of rows, one single-threaded OpenBLAS call each.
 /// set_num_threads() sets its size, the way torch.set_num_threads sets PyTorch's. The
 /// default is OMP_NUM_THREADS, else the machine's cores.
 ///
