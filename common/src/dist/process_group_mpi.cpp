@@ -8,6 +8,7 @@
 
 #include "checks.h"
 #include "mpi_util.h"
+#include "progress.h"
 
 namespace mgpu::dist::detail {
 
@@ -34,8 +35,11 @@ void check_received(const MPI_Status& st, const Tensor& t, int src) {
 
 }  // namespace
 
-MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm)
-    : BackendGroup(comm_rank(comm), comm_size(comm)), device_(device), comm_(comm) {
+MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int id)
+    : BackendGroup(comm_rank(comm), comm_size(comm)),
+      device_(device),
+      id_(id),
+      comm_(comm) {
   std::function<void(const OpSignature&)> precheck;
   if (resolve_debug(options)) {
     MPI_Comm c = comm_;
@@ -58,11 +62,14 @@ void MpiGroup::shutdown() {
 Work MpiGroup::collective(OpKind kind, const Tensor* t, ReduceOp r, int root,
                           std::function<Poll()> start) {
   OpSignature sig = make_signature(kind, ++collective_seq_, t, r, root, "mpi");
+  sig.group = id_;
+  note_issued(sig);
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 
 Work MpiGroup::p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start) {
   OpSignature sig = make_signature(kind, ++p2p_seq_, t, ReduceOp::sum, peer, "mpi");
+  sig.group = id_;
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 

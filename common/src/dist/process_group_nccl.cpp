@@ -10,7 +10,7 @@
 
 namespace mgpu::dist::detail {
 bool built_with_nccl() { return false; }
-std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&, MPI_Comm) {
+std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&, MPI_Comm, int) {
   MGPU_FAIL("nccl backend: this build of mgpu has no NCCL; use --backend mpi");
 }
 }  // namespace mgpu::dist::detail
@@ -27,6 +27,7 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include "cuda_check.h"
 #include "engine.h"
 #include "mpi_util.h"
+#include "progress.h"
 #include "staging.h"
 
 #define MGPU_NCCL_CHECK(call)                                                          \
@@ -67,8 +68,12 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 class NcclGroup final : public BackendGroup {
  public:
-  NcclGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int rank, int size)
-      : BackendGroup(rank, size), device_(device), comm_(comm) {
+  NcclGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int group_id,
+            int rank, int size)
+      : BackendGroup(rank, size),
+        device_(device),
+        id_(group_id),
+        comm_(comm) {
     // The group's rank 0 makes the id every member joins with; MPI carries it to the others.
     ncclUniqueId id;
     if (rank == 0) MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -232,6 +237,7 @@ class NcclGroup final : public BackendGroup {
   void launch_held(std::vector<Held> batch) {
     OpSignature sig = make_signature(OpKind::batch_p2p, batch.front().seq, nullptr,
                                      ReduceOp::sum, -1, "nccl");
+    sig.group = id_;
     Device dev = device_;
     ncclComm_t comm = nccl_;
     Op op{sig, [batch, dev, comm]() -> Poll {
@@ -289,6 +295,8 @@ class NcclGroup final : public BackendGroup {
     hold_->flush();  // held sends and receives go first: issue order is run order
     std::int64_t seq = ++collective_seq_;
     OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
+    sig.group = id_;
+    note_issued(sig);
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
     ncclComm_t comm = nccl_;
@@ -310,6 +318,7 @@ class NcclGroup final : public BackendGroup {
   }
 
   Device device_;
+  int id_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ncclComm_t nccl_ = nullptr;
   std::atomic<std::int64_t> collective_seq_{0};
@@ -322,12 +331,12 @@ class NcclGroup final : public BackendGroup {
 }  // namespace
 
 std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options,
-                                              MPI_Comm comm) {
+                                              MPI_Comm comm, int id) {
   require_initialized("new_group(nccl)");
   int rank = 0, size = 1;
   MGPU_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MGPU_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return std::make_shared<NcclGroup>(device, options, comm, rank, size);
+  return std::make_shared<NcclGroup>(device, options, comm, id, rank, size);
 }
 
 }  // namespace mgpu::dist::detail
