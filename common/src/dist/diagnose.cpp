@@ -1,6 +1,7 @@
 // Reading the progress board when a collective hangs (see diagnose.h).
 #include "diagnose.h"
 
+#include <algorithm>
 #include <sstream>
 #include <vector>
 
@@ -9,6 +10,8 @@
 
 namespace mgpu::dist::detail {
 namespace {
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
 
 // Another rank's op: its backend is not on the board.
 std::string describe_theirs(OpSignature s) {
@@ -107,6 +110,40 @@ std::string timeout_message(const OpSignature& sig, double timeout_s) {
   os << ". Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks' collectives; "
      << "MGPU_DIST_TIMEOUT_S sets the limit.";
   return os.str();
+}
+
+std::string find_crossing(const OpSignature& sig) {
+  const int me = rank();
+  const RankProgress mine = read_progress(me);
+  if (!mine.on(sig.group)) return "";
+  for (int r : group_members(sig.group)) {
+    if (r == me) continue;
+    const RankProgress p = read_progress(r);
+    const GroupProgress* g = p.on(sig.group);
+    if (!g || g->issued >= sig.seq) continue;
+    for (int h = 0; h < kTrackedGroups; ++h) {
+      const GroupProgress& theirs = p.groups[h];
+      const std::int64_t seen = mine.groups[h].issued;
+      if (h == sig.group || theirs.issued <= seen) continue;
+      const std::vector<int> shared = group_members(h);
+      if (!contains(shared, me) || !contains(shared, r)) continue;
+      // r issued #seen+1 on h before sig's op; this rank issued sig's op and not #seen+1.
+      std::ostringstream os;
+      os << kCrossGroupText << "rank " << me << " issued " << sig.describe() << " on "
+         << group_label(sig.group) << ", which rank " << r << " has not issued; rank " << r
+         << " issued ";
+      if (theirs.issued == seen + 1) {
+        os << describe_theirs(theirs.latest);
+      } else {
+        os << "#" << seen + 1 << " to #" << theirs.issued << " (the last "
+           << describe_theirs(theirs.latest) << ")";
+      }
+      os << " on " << group_label(h) << " first, which rank " << me << " has not. "
+         << kCrossGroupRule << ". Ending the job (MPI_Abort).";
+      return os.str();
+    }
+  }
+  return "";
 }
 
 }  // namespace mgpu::dist::detail

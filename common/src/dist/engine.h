@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/dist/work.h"
@@ -34,6 +35,8 @@ struct OpSignature {
   bool has_tensor = false;
   std::string backend;
   int group = -1;                // the group's world-wide id (progress.h); -1: unknown
+  /// Debug mode: collectives this rank had issued on each tracked group before this one.
+  std::vector<std::int64_t> issued_before;
 
   bool is_collective() const { return kind != OpKind::send && kind != OpKind::recv &&
                                       kind != OpKind::batch_p2p; }

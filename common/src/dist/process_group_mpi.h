@@ -41,6 +41,7 @@ class MpiGroup final : public BackendGroup {
 
   Device device_;
   int id_;
+  bool debug_;
   MPI_Comm comm_ = MPI_COMM_NULL;  // after construction, used by the comm thread only
   std::atomic<std::int64_t> collective_seq_{0};
   std::atomic<std::int64_t> p2p_seq_{0};

@@ -73,6 +73,7 @@ class NcclGroup final : public BackendGroup {
       : BackendGroup(rank, size),
         device_(device),
         id_(group_id),
+        debug_(resolve_debug(options)),
         comm_(comm) {
     // The group's rank 0 makes the id every member joins with; MPI carries it to the others.
     ncclUniqueId id;
@@ -82,12 +83,15 @@ class NcclGroup final : public BackendGroup {
       DeviceGuard guard(device_);
       MGPU_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank));
     }
+    const double timeout_s = resolve_timeout(options);
     std::function<void(const OpSignature&)> precheck;
-    if (resolve_debug(options)) {
+    if (debug_) {
       MPI_Comm c = comm_;
-      precheck = [c](const OpSignature& sig) { check_same_collective(c, sig); };
+      precheck = [c, timeout_s](const OpSignature& sig) {
+        check_same_collective(c, sig, timeout_s);
+      };
     }
-    engine_ = std::make_unique<CommEngine>(resolve_timeout(options), precheck);
+    engine_ = std::make_unique<CommEngine>(timeout_s, precheck);
     hold_->launch = [this](std::vector<Held> batch) { launch_held(std::move(batch)); };
   }
   ~NcclGroup() override { shutdown(); }
@@ -296,7 +300,7 @@ class NcclGroup final : public BackendGroup {
     std::int64_t seq = ++collective_seq_;
     OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
     sig.group = id_;
-    note_issued(sig);
+    note_issued(sig, debug_ ? &sig.issued_before : nullptr);
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
     ncclComm_t comm = nccl_;
@@ -319,6 +323,7 @@ class NcclGroup final : public BackendGroup {
 
   Device device_;
   int id_;
+  bool debug_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ncclComm_t nccl_ = nullptr;
   std::atomic<std::int64_t> collective_seq_{0};

@@ -162,10 +162,14 @@ std::string group_label(int id) {
   return text + ")";
 }
 
-void note_issued(const OpSignature& sig) {
+void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
   Board& b = board();
   std::lock_guard<std::mutex> lock(b.mutex);
   if (b.local.empty()) return;
+  if (counts) {
+    counts->resize(kTrackedGroups);
+    for (int g = 0; g < kTrackedGroups; ++g) (*counts)[g] = b.local[slot(g) + kIssued];
+  }
   if (sig.group < 0 || sig.group >= kTrackedGroups) return;
   std::int64_t* s = b.local.data() + slot(sig.group);
   Shape shape = sig.shape.size() <= kMaxDims ? sig.shape : Shape{shape_numel(sig.shape)};

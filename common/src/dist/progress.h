@@ -17,8 +17,8 @@
 
 namespace mgpu::dist::detail {
 
-/// Groups with an id below this are tracked on the board; later ones are not (a program
-/// rarely makes this many).
+/// Groups with an id below this are tracked on the board and in the debug mode's
+/// cross-group check; later ones are not (a program rarely makes this many).
 constexpr int kTrackedGroups = 256;
 
 /// What a rank has published about one group.
@@ -55,8 +55,9 @@ std::vector<int> group_members(int id);
 /// "group 0 (world, 3 ranks)" or "group 2 (ranks 0, 2)".
 std::string group_label(int id);
 
-/// Publishes that this rank issued collective `sig` on group sig.group.
-void note_issued(const OpSignature& sig);
+/// Publishes that this rank issued collective `sig` on group sig.group. With `counts`, also
+/// returns how many collectives this rank had issued on each tracked group before it.
+void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts);
 /// Publishes that collective `sig` completed (or failed) on this rank.
 void note_done(const OpSignature& sig);
 /// The record of world rank `r` (this rank's own comes from memory).

@@ -7,6 +7,8 @@
 //   dist_fault_probe subgroup   on the group of ranks 1.., the last rank skips the 2nd one
 //   dist_fault_probe send       rank 0 receives from the last rank, which never sends
 //   dist_fault_probe mismatch   the last rank's tensor has another shape (MGPU_DIST_DEBUG=1)
+//   dist_fault_probe crossgroup the others all-reduce on group A, the last rank on group B
+//                               (MGPU_DIST_DEBUG=1: the order across groups differs)
 #include <chrono>
 #include <cstring>
 #include <thread>
@@ -68,6 +70,15 @@ int main(int argc, char** argv) {
       wait_for_abort();
       return 0;
     }
+    if (std::strcmp(mode, "crossgroup") == 0) {
+      auto a = dist::new_group("mpi", Device::cpu(), o);  // group 1
+      auto b = dist::new_group("mpi", Device::cpu(), o);  // group 2
+      std::int64_t n = last ? 12 : 10;
+      Tensor t = Tensor::from_vector(std::vector<float>(n, 1.0f), {n});
+      (last ? b : a)->all_reduce(t).wait();
+      dist::log_all("error: the collectives on different groups went unnoticed");
+      return 0;
+    }
     if (std::strcmp(mode, "mismatch") == 0) {
       std::int64_t n = last ? 12 : 10;
       Tensor t = Tensor::from_vector(std::vector<float>(n, 1.0f), {n});
@@ -79,6 +90,6 @@ int main(int argc, char** argv) {
     dist::log_error(e.what());
     return 1;
   }
-  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|mismatch");
+  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|mismatch|crossgroup");
   return 2;
 }
