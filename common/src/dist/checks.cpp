@@ -1,11 +1,17 @@
 // Argument checks, the debug mode's cross-rank comparison, and options from the environment.
 #include "checks.h"
 
+#include <algorithm>
 #include <array>
+#include <chrono>
 #include <cstdlib>
+#include <thread>
 #include <vector>
 
+#include "diagnose.h"
+#include "mgpu/dist/runtime.h"
 #include "mpi_util.h"
+#include "progress.h"
 
 namespace mgpu::dist {
 
@@ -85,7 +91,9 @@ namespace {
 
 constexpr int kMaxDims = 8;
 constexpr int kFields = 8 + kMaxDims;
-using Record = std::array<std::int64_t, kFields>;
+// A rank's contribution: the signature, then its issue counts on every tracked group.
+constexpr int kRecord = kFields + kTrackedGroups;
+using Record = std::array<std::int64_t, kRecord>;
 
 // Fixed-size record so one MPI_Allgather carries every rank's signature.
 Record encode(const OpSignature& s) {
@@ -98,7 +106,11 @@ Record encode(const OpSignature& s) {
   r[5] = s.has_tensor;
   Shape shape = s.shape.size() <= kMaxDims ? s.shape : Shape{shape_numel(s.shape)};
   r[6] = static_cast<std::int64_t>(shape.size());
+  r[7] = s.group;
   for (std::size_t i = 0; i < shape.size(); ++i) r[8 + i] = shape[i];
+  std::copy(s.issued_before.begin(),
+            s.issued_before.begin() + std::min<std::size_t>(s.issued_before.size(), kTrackedGroups),
+            r.begin() + kFields);
   return r;
 }
 
@@ -115,18 +127,67 @@ OpSignature decode(const std::int64_t* r, const std::string& backend) {
   return s;
 }
 
+// Waits for the allgather. While it waits, the board may show a member that issued a
+// collective of another group first: then no rank can go on, so the job ends here with
+// both ops named instead of at the timeout.
+void wait_watching(MPI_Request& request, const OpSignature& sig, double timeout_s) {
+  using Clock = std::chrono::steady_clock;
+  const double grace_s = timeout_s > 0 ? std::min(2.0, timeout_s / 2) : 2.0;
+  auto next_look = Clock::now() + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(grace_s));
+  for (int spins = 0;; ++spins) {
+    int done = 0;
+    MGPU_MPI_CHECK(MPI_Test(&request, &done, MPI_STATUS_IGNORE));
+    if (done) return;
+    if (Clock::now() >= next_look) {
+      std::string crossing = find_crossing(sig);
+      if (!crossing.empty()) abort_job(crossing, 3);
+      next_look = Clock::now() + std::chrono::milliseconds(500);
+    }
+    // Spin briefly, then sleep: oversubscribed ranks need the core.
+    if (spins > 256) std::this_thread::sleep_for(std::chrono::microseconds(100));
+  }
+}
+
+// Ranks of the group that share another group must have issued as many collectives there
+// before this one: else their orders differ (rank a: H then G, rank b: G then H).
+void check_order_across_groups(const OpSignature& sig, const std::vector<std::int64_t>& all,
+                               int size) {
+  const std::vector<int> members = group_members(sig.group);
+  if (static_cast<int>(members.size()) != size) return;
+  auto count = [&](int i, int h) { return all[static_cast<std::size_t>(i) * kRecord + kFields + h]; };
+  for (int h = 0; h < kTrackedGroups; ++h) {
+    if (h == sig.group) continue;
+    const std::vector<int> other = group_members(h);
+    int first = -1;
+    for (int i = 0; i < size; ++i) {
+      if (std::find(other.begin(), other.end(), members[i]) == other.end()) continue;
+      if (first < 0) {
+        first = i;
+      } else if (count(i, h) != count(first, h)) {
+        MGPU_FAIL(kCrossGroupText, "before ", sig.describe(), " on ", group_label(sig.group),
+                  ", rank ", members[first], " had issued ", count(first, h),
+                  " collective(s) on ", group_label(h), " but rank ", members[i], " had issued ",
+                  count(i, h), ". ", kCrossGroupRule, "; the op was not run on any rank");
+      }
+    }
+  }
+}
+
 }  // namespace
 
-void check_same_collective(MPI_Comm comm, const OpSignature& sig) {
+void check_same_collective(MPI_Comm comm, const OpSignature& sig, double timeout_s) {
   int size = 1;
   MGPU_MPI_CHECK(MPI_Comm_size(comm, &size));
   Record mine = encode(sig);
-  std::vector<std::int64_t> all(static_cast<std::size_t>(kFields) * size);
-  MGPU_MPI_CHECK(MPI_Allgather(mine.data(), kFields, MPI_INT64_T, all.data(), kFields,
-                               MPI_INT64_T, comm));
+  std::vector<std::int64_t> all(static_cast<std::size_t>(kRecord) * size);
+  MPI_Request request = MPI_REQUEST_NULL;
+  MGPU_MPI_CHECK(MPI_Iallgather(mine.data(), kRecord, MPI_INT64_T, all.data(), kRecord,
+                                MPI_INT64_T, comm, &request));
+  wait_watching(request, sig, timeout_s);
   const std::int64_t* first = all.data();
   for (int r = 1; r < size; ++r) {
-    const std::int64_t* other = first + static_cast<std::size_t>(r) * kFields;
+    const std::int64_t* other = first + static_cast<std::size_t>(r) * kRecord;
     if (std::equal(first, first + kFields, other)) continue;
     MGPU_FAIL("mgpu::dist debug check: the ranks disagree on collective #", sig.seq,
               ": rank 0 issued ", decode(first, sig.backend).describe(), " but rank ", r,
@@ -134,6 +195,7 @@ void check_same_collective(MPI_Comm comm, const OpSignature& sig) {
               ". Every rank must issue the same collectives in the same order with the same "
               "dtypes and shapes; the op was not run on any rank");
   }
+  check_order_across_groups(sig, all, size);
 }
 
 double resolve_timeout(const GroupOptions& o) { return o.timeout_s < 0 ? default_timeout_s() : o.timeout_s; }

@@ -22,8 +22,10 @@ OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, Reduc
                            int root, const std::string& backend);
 
 /// Debug mode: every rank sends its signature of the next collective to every other; if
-/// any differs from rank 0's, every rank throws the same mgpu::Error naming both.
-void check_same_collective(MPI_Comm comm, const OpSignature& sig);
+/// any differs from rank 0's, or two members' orders differ on a group they share, every
+/// rank throws the same mgpu::Error naming both. While it waits, a rank that issued another
+/// group's collective first (seen on the progress board) ends the job with both named.
+void check_same_collective(MPI_Comm comm, const OpSignature& sig, double timeout_s);
 
 /// options.timeout_s / options.debug with the environment's defaults filled in.
 double resolve_timeout(const GroupOptions& o);

@@ -7,10 +7,15 @@
 // the main thread may call it too (setup, other groups).
 //
 // Why a separate watchdog: a rank stuck inside a blocking MPI collective cannot check a
-// clock, so another thread does, and ends the job when an op overstays its deadline.
+// clock, so another thread does, and ends the job when an op overstays its deadline. Its
+// message names the ranks that have not reached the op, read from the progress board
+// (progress.h), which this engine keeps up to date as collectives finish.
 #include "engine.h"
 
 #include "mpi_include.h"
+
+#include "diagnose.h"
+#include "progress.h"
 
 #include <sstream>
 
@@ -103,15 +108,16 @@ void CommEngine::begin_tracking(Pending& p) {
                                   std::chrono::duration<double>(timeout_s_));
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    in_flight_.push_back({p.work.get(), {p.sig.describe(), deadline}});
+    in_flight_.push_back({p.work.get(), p.sig, deadline});
   }
   watch_cv_.notify_all();
 }
 
-void CommEngine::end_tracking(const WorkState* w) {
+void CommEngine::end_tracking(const WorkState* w, const OpSignature& sig) {
+  if (sig.is_collective()) note_done(sig);
   if (timeout_s_ <= 0) return;
   std::lock_guard<std::mutex> lock(watch_mutex_);
-  in_flight_.remove_if([w](const auto& e) { return e.first == w; });
+  in_flight_.remove_if([w](const Tracked& e) { return e.work == w; });
 }
 
 bool CommEngine::poll_outstanding() {
@@ -130,7 +136,7 @@ bool CommEngine::poll_outstanding() {
       continue;
     }
     auto work = it->work;
-    end_tracking(work.get());
+    end_tracking(work.get(), it->sig);
     it = outstanding_.erase(it);  // drops the op's tensors before the caller sees it done
     work->finish(error);
     any = true;
@@ -176,7 +182,7 @@ void CommEngine::run() {
       if (p.sig.is_collective() && precheck_) precheck_(p.sig);
       p.poll = item.first.start();
     } catch (...) {
-      end_tracking(p.work.get());
+      end_tracking(p.work.get(), p.sig);
       item.first.start = nullptr;
       p.work->finish(std::current_exception());
       continue;
@@ -186,7 +192,7 @@ void CommEngine::run() {
       outstanding_.push_back(std::move(p));
       poll_outstanding();
     } else {
-      end_tracking(p.work.get());
+      end_tracking(p.work.get(), p.sig);
       p.work->finish(nullptr);
     }
   }
@@ -199,18 +205,14 @@ void CommEngine::watch() {
       watch_cv_.wait(lock);
       continue;
     }
-    auto earliest = in_flight_.front();
-    for (const auto& e : in_flight_)
-      if (e.second.second < earliest.second.second) earliest = e;
-    if (std::chrono::steady_clock::now() >= earliest.second.second) {
-      std::ostringstream os;
-      os << "mgpu::dist timeout: " << earliest.second.first << " did not complete within "
-         << timeout_s_ << " s; another rank probably skipped it, issued a different op, or is"
-         << " stuck. Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks'"
-         << " collectives; MGPU_DIST_TIMEOUT_S sets the limit.";
-      abort_job(os.str(), 3);
-    }
-    watch_cv_.wait_until(lock, earliest.second.second);
+    auto earliest = in_flight_.begin();
+    for (auto e = in_flight_.begin(); e != in_flight_.end(); ++e)
+      if (e->deadline < earliest->deadline) earliest = e;
+    // The message reads the other ranks' progress (diagnose.h) to name the ones behind.
+    if (std::chrono::steady_clock::now() >= earliest->deadline)
+      abort_job(timeout_message(earliest->sig, timeout_s_), 3);
+    const auto deadline = earliest->deadline;  // the list may change while we wait
+    watch_cv_.wait_until(lock, deadline);
   }
 }
 

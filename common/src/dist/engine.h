@@ -12,6 +12,7 @@
 #include <mutex>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/dist/work.h"
@@ -33,6 +34,9 @@ struct OpSignature {
   Shape shape;                   // of the op's (input) tensor; empty for barrier
   bool has_tensor = false;
   std::string backend;
+  int group = -1;                // the group's world-wide id (progress.h); -1: unknown
+  /// Debug mode: collectives this rank had issued on each tracked group before this one.
+  std::vector<std::int64_t> issued_before;
 
   bool is_collective() const { return kind != OpKind::send && kind != OpKind::recv &&
                                       kind != OpKind::batch_p2p; }
@@ -91,7 +95,8 @@ class CommEngine {
   void run();
   void watch();
   void begin_tracking(Pending& p);
-  void end_tracking(const WorkState* w);
+  /// Takes the op off the watchdog's list and publishes a finished collective.
+  void end_tracking(const WorkState* w, const OpSignature& sig);
   bool poll_outstanding();
 
   double timeout_s_;
@@ -102,11 +107,15 @@ class CommEngine {
   bool stopping_ = false;
   std::list<Pending> outstanding_;  // comm thread only
 
-  // In-flight ops for the watchdog: description and deadline.
+  // In-flight ops for the watchdog.
+  struct Tracked {
+    const WorkState* work;
+    OpSignature sig;
+    std::chrono::steady_clock::time_point deadline;
+  };
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;
-  std::list<std::pair<const WorkState*, std::pair<std::string, std::chrono::steady_clock::time_point>>>
-      in_flight_;
+  std::list<Tracked> in_flight_;
   bool watch_stop_ = false;
 
   std::thread comm_thread_;

@@ -16,6 +16,7 @@
 #include "mgpu/dist/runtime.h"
 #include "mpi_util.h"
 #include "process_group_mpi.h"
+#include "progress.h"
 #include "process_group_nccl.h"
 
 namespace mgpu::dist {
@@ -136,6 +137,7 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std
          " on ", num_nodes(), " node(s)");
   // Every rank takes part in the split (MPI_Comm_split is collective over the world); the
   // members get a communicator of their own, in the order of their world ranks.
+  const int id = detail::register_group_members(members);  // on every rank, member or not
   const auto mine = std::find(members.begin(), members.end(), rank());
   const bool member = mine != members.end();
   MPI_Comm comm = MPI_COMM_NULL;
@@ -145,9 +147,9 @@ std::shared_ptr<ProcessGroup> new_group(const std::vector<int>& ranks, const std
   MGPU_MPI_CHECK(MPI_Comm_set_errhandler(comm, MPI_ERRORS_RETURN));
   std::shared_ptr<detail::BackendGroup> g;
   if (choice.backend == "nccl") {
-    g = detail::make_nccl_group(device, options, comm);
+    g = detail::make_nccl_group(device, options, comm, id);
   } else {
-    g = std::make_shared<detail::MpiGroup>(device, options, comm);
+    g = std::make_shared<detail::MpiGroup>(device, options, comm, id);
   }
   detail::register_group(g);
   return g;

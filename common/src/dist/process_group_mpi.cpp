@@ -8,6 +8,7 @@
 
 #include "checks.h"
 #include "mpi_util.h"
+#include "progress.h"
 
 namespace mgpu::dist::detail {
 
@@ -34,14 +35,19 @@ void check_received(const MPI_Status& st, const Tensor& t, int src) {
 
 }  // namespace
 
-MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm)
-    : BackendGroup(comm_rank(comm), comm_size(comm)), device_(device), comm_(comm) {
+MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int id)
+    : BackendGroup(comm_rank(comm), comm_size(comm)),
+      device_(device),
+      id_(id),
+      debug_(resolve_debug(options)),
+      comm_(comm) {
+  const double timeout_s = resolve_timeout(options);
   std::function<void(const OpSignature&)> precheck;
-  if (resolve_debug(options)) {
+  if (debug_) {
     MPI_Comm c = comm_;
-    precheck = [c](const OpSignature& sig) { check_same_collective(c, sig); };
+    precheck = [c, timeout_s](const OpSignature& sig) { check_same_collective(c, sig, timeout_s); };
   }
-  engine_ = std::make_unique<CommEngine>(resolve_timeout(options), precheck);
+  engine_ = std::make_unique<CommEngine>(timeout_s, precheck);
 }
 
 MpiGroup::~MpiGroup() { shutdown(); }
@@ -58,11 +64,14 @@ void MpiGroup::shutdown() {
 Work MpiGroup::collective(OpKind kind, const Tensor* t, ReduceOp r, int root,
                           std::function<Poll()> start) {
   OpSignature sig = make_signature(kind, ++collective_seq_, t, r, root, "mpi");
+  sig.group = id_;
+  note_issued(sig, debug_ ? &sig.issued_before : nullptr);
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 
 Work MpiGroup::p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start) {
   OpSignature sig = make_signature(kind, ++p2p_seq_, t, ReduceOp::sum, peer, "mpi");
+  sig.group = id_;
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 

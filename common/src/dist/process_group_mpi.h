@@ -16,8 +16,8 @@ class MpiGroup final : public BackendGroup {
  public:
   /// A group over the ranks of `comm`, which it owns and frees (new_group makes it: a
   /// duplicate of MPI_COMM_WORLD or a split of it, so this group's messages never match
-  /// another group's).
-  MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm);
+  /// another group's). `id`: its world-wide id (register_group_members).
+  MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int id);
   ~MpiGroup() override;
 
   std::string backend_name() const override { return "mpi"; }
@@ -40,6 +40,8 @@ class MpiGroup final : public BackendGroup {
   Work p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start);
 
   Device device_;
+  int id_;
+  bool debug_;
   MPI_Comm comm_ = MPI_COMM_NULL;  // after construction, used by the comm thread only
   std::atomic<std::int64_t> collective_seq_{0};
   std::atomic<std::int64_t> p2p_seq_{0};

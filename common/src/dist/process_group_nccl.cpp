@@ -10,7 +10,7 @@
 
 namespace mgpu::dist::detail {
 bool built_with_nccl() { return false; }
-std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&, MPI_Comm) {
+std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&, MPI_Comm, int) {
   MGPU_FAIL("nccl backend: this build of mgpu has no NCCL; use --backend mpi");
 }
 }  // namespace mgpu::dist::detail
@@ -27,6 +27,7 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include "cuda_check.h"
 #include "engine.h"
 #include "mpi_util.h"
+#include "progress.h"
 #include "staging.h"
 
 #define MGPU_NCCL_CHECK(call)                                                          \
@@ -67,8 +68,13 @@ ncclRedOp_t nccl_op(ReduceOp op) {
 
 class NcclGroup final : public BackendGroup {
  public:
-  NcclGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int rank, int size)
-      : BackendGroup(rank, size), device_(device), comm_(comm) {
+  NcclGroup(const Device& device, const GroupOptions& options, MPI_Comm comm, int group_id,
+            int rank, int size)
+      : BackendGroup(rank, size),
+        device_(device),
+        id_(group_id),
+        debug_(resolve_debug(options)),
+        comm_(comm) {
     // The group's rank 0 makes the id every member joins with; MPI carries it to the others.
     ncclUniqueId id;
     if (rank == 0) MGPU_NCCL_CHECK(ncclGetUniqueId(&id));
@@ -77,12 +83,15 @@ class NcclGroup final : public BackendGroup {
       DeviceGuard guard(device_);
       MGPU_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank));
     }
+    const double timeout_s = resolve_timeout(options);
     std::function<void(const OpSignature&)> precheck;
-    if (resolve_debug(options)) {
+    if (debug_) {
       MPI_Comm c = comm_;
-      precheck = [c](const OpSignature& sig) { check_same_collective(c, sig); };
+      precheck = [c, timeout_s](const OpSignature& sig) {
+        check_same_collective(c, sig, timeout_s);
+      };
     }
-    engine_ = std::make_unique<CommEngine>(resolve_timeout(options), precheck);
+    engine_ = std::make_unique<CommEngine>(timeout_s, precheck);
     hold_->launch = [this](std::vector<Held> batch) { launch_held(std::move(batch)); };
   }
   ~NcclGroup() override { shutdown(); }
@@ -232,6 +241,7 @@ class NcclGroup final : public BackendGroup {
   void launch_held(std::vector<Held> batch) {
     OpSignature sig = make_signature(OpKind::batch_p2p, batch.front().seq, nullptr,
                                      ReduceOp::sum, -1, "nccl");
+    sig.group = id_;
     Device dev = device_;
     ncclComm_t comm = nccl_;
     Op op{sig, [batch, dev, comm]() -> Poll {
@@ -289,6 +299,8 @@ class NcclGroup final : public BackendGroup {
     hold_->flush();  // held sends and receives go first: issue order is run order
     std::int64_t seq = ++collective_seq_;
     OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
+    sig.group = id_;
+    note_issued(sig, debug_ ? &sig.issued_before : nullptr);
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
     ncclComm_t comm = nccl_;
@@ -310,6 +322,8 @@ class NcclGroup final : public BackendGroup {
   }
 
   Device device_;
+  int id_;
+  bool debug_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ncclComm_t nccl_ = nullptr;
   std::atomic<std::int64_t> collective_seq_{0};
@@ -322,12 +336,12 @@ class NcclGroup final : public BackendGroup {
 }  // namespace
 
 std::shared_ptr<BackendGroup> make_nccl_group(const Device& device, const GroupOptions& options,
-                                              MPI_Comm comm) {
+                                              MPI_Comm comm, int id) {
   require_initialized("new_group(nccl)");
   int rank = 0, size = 1;
   MGPU_MPI_CHECK(MPI_Comm_rank(comm, &rank));
   MGPU_MPI_CHECK(MPI_Comm_size(comm, &size));
-  return std::make_shared<NcclGroup>(device, options, comm, rank, size);
+  return std::make_shared<NcclGroup>(device, options, comm, id, rank, size);
 }
 
 }  // namespace mgpu::dist::detail

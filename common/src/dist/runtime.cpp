@@ -11,6 +11,7 @@
 #include "group_base.h"
 #include "mgpu/dist/log.h"
 #include "mpi_util.h"
+#include "progress.h"
 
 namespace mgpu::dist {
 namespace {
@@ -81,6 +82,7 @@ void init(int* argc, char*** argv) {
   int leader = s.local_rank == 0 ? 1 : 0;
   MGPU_MPI_CHECK(MPI_Allreduce(&leader, &s.nodes, 1, MPI_INT, MPI_SUM, MPI_COMM_WORLD));
   detail::create_user_ops();
+  detail::start_progress_board(s.node_comm);
   s.initialized = true;
   if (provided < MPI_THREAD_MULTIPLE && s.rank == 0)
     detail::write_line(stderr,
@@ -91,6 +93,7 @@ void init(int* argc, char*** argv) {
 void finalize() {
   RuntimeState& s = state();
   if (!s.initialized) return;
+  detail::mark_finalizing();  // a rank that waits for this one can now say where it is
   std::vector<std::shared_ptr<detail::BackendGroup>> live;
   {
     std::lock_guard<std::mutex> lock(s.groups_mutex);
@@ -101,6 +104,7 @@ void finalize() {
   for (auto& g : live) g->shutdown();
   detail::reset_default_group();
   detail::free_user_ops();
+  detail::stop_progress_board();
   MPI_Comm_free(&s.node_comm);
   s.initialized = false;
   int done = 0;

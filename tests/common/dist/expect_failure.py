@@ -1,9 +1,11 @@
 #!/usr/bin/env python3
 """Runs a command that must fail, and fails itself unless the command ends within the time
-limit, with a non-zero exit status, and prints every --expect text. Used for the jobs that
-must end with a clear message instead of hanging (a skipped collective, a shape mismatch)."""
+limit, with a non-zero exit status, and prints every --expect text and a match for every
+--expect-regex. Used for the jobs that must end with a clear message instead of hanging (a
+skipped collective, a shape mismatch)."""
 import argparse
 import os
+import re
 import signal
 import subprocess
 import sys
@@ -12,6 +14,8 @@ import sys
 def main():
     ap = argparse.ArgumentParser(description=__doc__)
     ap.add_argument("--expect", action="append", default=[], help="text the output must contain")
+    ap.add_argument("--expect-regex", action="append", default=[],
+                    help="a Python regular expression the output must match somewhere")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds before it counts as a hang")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
@@ -34,6 +38,7 @@ def main():
         print("FAIL: the command succeeded, but it was expected to fail")
         return 1
     missing = [e for e in args.expect if e not in out]
+    missing += ["regex " + e for e in args.expect_regex if not re.search(e, out)]
     if missing:
         print("FAIL: exit status %d, but the output lacks: %s" % (proc.returncode, missing))
         return 1

@@ -36,3 +36,65 @@ TEST_CASE("debug mode names a shape mismatch on every rank and skips the op", "[
   g->all_reduce(v).wait();
   CHECK(values_of(v)[0] == g->size());
 }
+
+TEST_CASE("debug mode names collectives issued on two groups in different orders",
+          "[dist][debug]") {
+  // Two groups over the same ranks (a training group and a logging group, say). The last
+  // rank issues on B first, the others on A first: no rank waits in between, so the mpi
+  // backend would run both, but nccl runs a rank's collectives one after another on one
+  // stream and would hang. The check compares, at each op, how many each rank had issued on
+  // the other group before it.
+  dist::GroupOptions o;
+  o.announce = false;
+  o.debug = 1;
+  auto a = dist::new_group("mpi", Device::cpu(), o);
+  auto b = dist::new_group("mpi", Device::cpu(), o);
+  if (a->size() < 2) return;
+  const int last = a->size() - 1;
+  const bool odd_one = a->rank() == last;
+  Tensor x = make_tensor({1.0, 2.0}, DType::f32), y = make_tensor({3.0}, DType::f32);
+  dist::Work on_a, on_b;
+  if (odd_one) {
+    on_b = b->all_reduce(y);
+    on_a = a->all_reduce(x);
+  } else {
+    on_a = a->all_reduce(x);
+    on_b = b->all_reduce(y);
+  }
+  const std::string different = "issued collectives on different groups in different orders";
+  const std::string last_rank = "but rank " + std::to_string(last) + " had issued ";
+  // Before A's op rank 0 had issued nothing on B and the last rank one; before B's the reverse.
+  CHECK_THROWS_WITH(on_a.wait(), Catch::Contains(different) &&
+                                     Catch::Contains("before all_reduce #1 f32[2] op=sum (mpi)") &&
+                                     Catch::Contains("rank 0 had issued 0 collective(s) on group") &&
+                                     Catch::Contains(last_rank + "1."));
+  CHECK_THROWS_WITH(on_b.wait(), Catch::Contains(different) &&
+                                     Catch::Contains("before all_reduce #1 f32[1] op=sum (mpi)") &&
+                                     Catch::Contains("rank 0 had issued 1 collective(s) on group") &&
+                                     Catch::Contains(last_rank + "0."));
+  CHECK(values_of(x) == std::vector<double>{1.0, 2.0});  // neither op was run
+  CHECK(values_of(y) == std::vector<double>{3.0});
+
+  // Issued in one order, the same collectives pass on both groups.
+  a->all_reduce(x).wait();
+  b->all_reduce(y).wait();
+  CHECK(values_of(x) == std::vector<double>{1.0 * a->size(), 2.0 * a->size()});
+  CHECK(values_of(y) == std::vector<double>{3.0 * a->size()});
+}
+
+TEST_CASE("debug mode: collectives on a sub-group do not count against its non-members",
+          "[dist][debug][subgroup]") {
+  // Ranks 0 and 1 all-reduce on their pair first, then everyone on the world group. Ranks
+  // outside the pair issued nothing there, and that is no divergence.
+  dist::GroupOptions o;
+  o.announce = false;
+  o.debug = 1;
+  auto world = dist::new_group("mpi", Device::cpu(), o);
+  if (world->size() < 2) return;
+  auto pair = dist::new_group({0, 1}, "mpi", Device::cpu(), o);
+  Tensor x = make_tensor({1.0}, DType::f32), y = make_tensor({1.0}, DType::f32);
+  if (pair) pair->all_reduce(x).wait();
+  world->all_reduce(y).wait();
+  CHECK(values_of(x)[0] == (pair ? 2.0 : 1.0));
+  CHECK(values_of(y)[0] == world->size());
+}

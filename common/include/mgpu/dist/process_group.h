@@ -17,8 +17,12 @@
 ///
 /// No hangs: an op that does not finish within the group's timeout (MGPU_DIST_TIMEOUT_S,
 /// default 300 s) ends the whole job with one line naming the rank, the op, its sequence
-/// number and its shape. With MGPU_DIST_DEBUG=1 the ranks compare each collective (sequence
-/// number, op, dtype, shape) before running it and report the first divergence.
+/// number, shape and group, and the ranks of this machine that have not reached it, each
+/// with the last collective it issued there (the ranks publish their progress in shared
+/// memory). With MGPU_DIST_DEBUG=1 the ranks compare each collective (sequence number, op,
+/// dtype, shape) before running it and report the first divergence, also one across
+/// groups: every rank must issue its collectives, over all groups, in one order, as NCCL
+/// requires. Messages number groups in the order the program created them: group 0 first.
 #pragma once
 
 #include <memory>

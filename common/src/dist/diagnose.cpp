@@ -1,0 +1,149 @@
+// Reading the progress board when a collective hangs (see diagnose.h).
+#include "diagnose.h"
+
+#include <algorithm>
+#include <sstream>
+#include <vector>
+
+#include "mgpu/dist/runtime.h"
+#include "progress.h"
+
+namespace mgpu::dist::detail {
+namespace {
+
+bool contains(const std::vector<int>& v, int x) { return std::find(v.begin(), v.end(), x) != v.end(); }
+
+// Another rank's op: its backend is not on the board.
+std::string describe_theirs(OpSignature s) {
+  s.backend.clear();
+  return s.describe();
+}
+
+bool same_op(const OpSignature& a, const OpSignature& b) {
+  return a.kind == b.kind && a.has_tensor == b.has_tensor && a.dtype == b.dtype &&
+         a.shape == b.shape && a.reduce == b.reduce && a.root == b.root;
+}
+
+std::string rank_list(const std::vector<int>& ranks) {
+  std::string text = ranks.size() == 1 ? "rank " : "ranks ";
+  for (std::size_t i = 0; i < ranks.size(); ++i) text += (i ? ", " : "") + std::to_string(ranks[i]);
+  return text;
+}
+
+// "its last: broadcast #16 f32[4] root=0, completed; it is in dist::finalize()".
+std::string whereabouts(const RankProgress& p, int group) {
+  std::string text;
+  const GroupProgress* g = p.on(group);
+  if (!g || g->issued == 0) {
+    text = "it has issued no collective on this group";
+  } else {
+    text = "its last: " + describe_theirs(g->latest) +
+           (g->done >= g->issued ? ", completed" : ", not completed");
+  }
+  if (p.finalizing) return text + "; it is in dist::finalize()";
+  const GroupProgress* other = p.latest_group != group ? p.on(p.latest_group) : nullptr;
+  if (other && other->done < other->issued)
+    text += "; its latest: " + describe_theirs(other->latest) + " on " +
+            group_label(p.latest_group) + ", not completed";
+  return text;
+}
+
+// For a collective: which members have not reached it, and what each did instead.
+std::string who_is_behind(const OpSignature& sig) {
+  if (sig.group >= kTrackedGroups)
+    return group_label(sig.group) + " is not tracked (only the first " +
+           std::to_string(kTrackedGroups) + " groups are)";
+  const std::vector<int> members = group_members(sig.group);
+  std::vector<std::string> parts;
+  std::vector<int> unread;
+  for (int r : members) {
+    if (r == rank()) continue;
+    RankProgress p = read_progress(r);
+    const GroupProgress* g = p.on(sig.group);
+    if (!p.readable || !g) {
+      unread.push_back(r);
+    } else if (g->issued < sig.seq) {
+      parts.push_back("rank " + std::to_string(r) + " has not reached it (" +
+                      whereabouts(p, sig.group) + ")");
+    } else if (g->issued == sig.seq && !same_op(g->latest, sig)) {
+      parts.push_back("rank " + std::to_string(r) + " issued " + describe_theirs(g->latest) +
+                      " there instead");
+    }
+  }
+  if (parts.empty())
+    parts.push_back(unread.size() + 1 == members.size()
+                        ? std::string("no other rank's progress could be read")
+                        : "every rank read here has issued it, so one is stuck inside it (or "
+                          "they disagree on its shape: MGPU_DIST_DEBUG=1 compares)");
+  if (!unread.empty())
+    parts.push_back(rank_list(unread) + " cannot be read from here (another node)");
+  std::string text;
+  for (const auto& s : parts) text += (text.empty() ? "" : "; ") + s;
+  return text;
+}
+
+// For a send or receive: where the peer is.
+std::string where_is_peer(const OpSignature& sig) {
+  const std::vector<int> members = group_members(sig.group);
+  if (sig.root < 0 || sig.root >= static_cast<int>(members.size())) return "";
+  const int peer = members[sig.root];
+  RankProgress p = read_progress(peer);
+  if (!p.readable) return "rank " + std::to_string(peer) + ", the peer, cannot be read from here";
+  return "rank " + std::to_string(peer) + ", the peer: " + whereabouts(p, sig.group);
+}
+
+}  // namespace
+
+std::string timeout_message(const OpSignature& sig, double timeout_s) {
+  std::ostringstream os;
+  os << "mgpu::dist timeout: " << sig.describe();
+  if (sig.group >= 0) os << " on " << group_label(sig.group);
+  os << " did not complete within " << timeout_s << " s";
+  std::string missing = progress_board_missing();
+  std::string detail;
+  if (!missing.empty()) {
+    detail = "the other ranks' progress cannot be read (" + missing + ")";
+  } else if (sig.group >= 0) {
+    detail = sig.is_collective() ? who_is_behind(sig) : where_is_peer(sig);
+  }
+  if (!detail.empty()) os << "; " << detail;
+  os << ". Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks' collectives; "
+     << "MGPU_DIST_TIMEOUT_S sets the limit.";
+  return os.str();
+}
+
+std::string find_crossing(const OpSignature& sig) {
+  const int me = rank();
+  const RankProgress mine = read_progress(me);
+  if (!mine.on(sig.group)) return "";
+  for (int r : group_members(sig.group)) {
+    if (r == me) continue;
+    const RankProgress p = read_progress(r);
+    const GroupProgress* g = p.on(sig.group);
+    if (!g || g->issued >= sig.seq) continue;
+    for (int h = 0; h < kTrackedGroups; ++h) {
+      const GroupProgress& theirs = p.groups[h];
+      const std::int64_t seen = mine.groups[h].issued;
+      if (h == sig.group || theirs.issued <= seen) continue;
+      const std::vector<int> shared = group_members(h);
+      if (!contains(shared, me) || !contains(shared, r)) continue;
+      // r issued #seen+1 on h before sig's op; this rank issued sig's op and not #seen+1.
+      std::ostringstream os;
+      os << kCrossGroupText << "rank " << me << " issued " << sig.describe() << " on "
+         << group_label(sig.group) << ", which rank " << r << " has not issued; rank " << r
+         << " issued ";
+      if (theirs.issued == seen + 1) {
+        os << describe_theirs(theirs.latest);
+      } else {
+        os << "#" << seen + 1 << " to #" << theirs.issued << " (the last "
+           << describe_theirs(theirs.latest) << ")";
+      }
+      os << " on " << group_label(h) << " first, which rank " << me << " has not. "
+         << kCrossGroupRule << ". Ending the job (MPI_Abort).";
+      return os.str();
+    }
+  }
+  return "";
+}
+
+}  // namespace mgpu::dist::detail

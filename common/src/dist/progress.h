@@ -1,0 +1,66 @@
+// Private: the progress board, a side channel the ranks of a node read from each other when
+// a collective hangs, and the world-wide registry of groups it is indexed by.
+//
+// Every rank publishes, per group, the sequence number and signature of the latest
+// collective it issued and the number of the latest one that completed. The board is an
+// MPI shared-memory window over the node's ranks: a rank reads another's record with a
+// passive-target MPI_Get, which needs nothing from the rank it reads, so it works while
+// that rank is stuck in its own code or in another group's collective.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "engine.h"
+#include "mpi_include.h"
+
+namespace mgpu::dist::detail {
+
+/// Groups with an id below this are tracked on the board and in the debug mode's
+/// cross-group check; later ones are not (a program rarely makes this many).
+constexpr int kTrackedGroups = 256;
+
+/// What a rank has published about one group.
+struct GroupProgress {
+  std::int64_t issued = 0;  ///< seq of the latest collective it issued there (0: none)
+  std::int64_t done = 0;    ///< seq of the latest one that completed on it
+  OpSignature latest;       ///< the collective numbered `issued`
+};
+
+/// A rank's record, as read from the board.
+struct RankProgress {
+  bool readable = false;    ///< false: the rank is on another node, or there is no board
+  bool finalizing = false;  ///< it has entered dist::finalize()
+  int latest_group = -1;    ///< group of the latest collective it issued (-1: none)
+  std::vector<GroupProgress> groups;  ///< by group id; kTrackedGroups entries when readable
+  /// The record of group `id`, or nullptr when it is not tracked.
+  const GroupProgress* on(int id) const;
+};
+
+/// init(): creates the board (collective over the node). Without one, messages say so.
+void start_progress_board(MPI_Comm node);
+/// finalize(): frees the board (collective over the node).
+void stop_progress_board();
+/// Published when this rank enters dist::finalize().
+void mark_finalizing();
+/// Why there is no board ("" when there is one).
+std::string progress_board_missing();
+
+/// new_group(): the next group id, the same on every rank because every rank creates its
+/// groups in the same order. `members` are the group's world ranks, sorted.
+int register_group_members(const std::vector<int>& members);
+/// The world ranks of group `id` (empty for an unknown id).
+std::vector<int> group_members(int id);
+/// "group 0 (world, 3 ranks)" or "group 2 (ranks 0, 2)".
+std::string group_label(int id);
+
+/// Publishes that this rank issued collective `sig` on group sig.group. With `counts`, also
+/// returns how many collectives this rank had issued on each tracked group before it.
+void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts);
+/// Publishes that collective `sig` completed (or failed) on this rank.
+void note_done(const OpSignature& sig);
+/// The record of world rank `r` (this rank's own comes from memory).
+RankProgress read_progress(int r);
+
+}  // namespace mgpu::dist::detail
