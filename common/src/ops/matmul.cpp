@@ -51,6 +51,17 @@ constexpr std::int64_t kMinBlockExtent = 128;
 // At most this many blocks: enough to share among a laptop's cores.
 constexpr std::int64_t kMaxBlocks = 8;
 
+// How many blocks a product of `work` multiply-adds over `extent` rows (or columns) is cut
+// into: 1, 2, 4 or 8, so that 2, 4 or 8 threads get equal shares (7 blocks on 2 threads
+// would leave one thread a block behind), and each block keeps at least kMinBlockExtent
+// rows and kBlockWork multiply-adds.
+std::int64_t gemm_block_count(std::int64_t extent, std::int64_t work) {
+  const std::int64_t most = std::min({kMaxBlocks, extent / kMinBlockExtent, work / kBlockWork});
+  std::int64_t count = 1;
+  while (count * 2 <= most) count *= 2;
+  return count;
+}
+
 /// C = alpha op(A) op(B) + beta C by blocks of C's rows or columns, one BLAS call each.
 template <typename T, typename Gemm>
 void gemm_blocks(Gemm gemm, CBLAS_TRANSPOSE op_a, CBLAS_TRANSPOSE op_b, int m, int n, int k,
@@ -59,8 +70,7 @@ void gemm_blocks(Gemm gemm, CBLAS_TRANSPOSE op_a, CBLAS_TRANSPOSE op_b, int m, i
   const std::int64_t extent = by_rows ? m : n;
   const std::int64_t work = std::int64_t{m} * n * k;
   const std::int64_t block =
-      work < 2 * kBlockWork ? extent
-                            : std::max(kMinBlockExtent, detail::num_blocks(extent, kMaxBlocks));
+      std::max<std::int64_t>(1, detail::num_blocks(extent, gemm_block_count(extent, work)));
   detail::parallel_for(0, detail::num_blocks(extent, block), 1, [=](std::int64_t i0, std::int64_t i1) {
     for (std::int64_t i = i0; i < i1; ++i) {
       const int lo = static_cast<int>(i * block);
