@@ -244,14 +244,30 @@ def sweep_precision(args, runner):
          "fp32 vs bf16 autocast (2 ranks, CNN)" + load_note(rows))
 
 
+def gpu_count():
+    """GPUs that nvidia-smi lists (0 where it is missing or fails), and what it said."""
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+    except FileNotFoundError:
+        return 0, "nvidia-smi not found: no NVIDIA driver here"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 0, f"nvidia-smi: {e}"
+    gpus = [l for l in r.stdout.splitlines() if l.startswith("GPU ")]
+    return (len(gpus), "") if r.returncode == 0 else (0, r.stdout.strip()[-200:])
+
+
 def sweep_backend(args, runner):
-    if not os.path.exists("/dev/nvidia0"):
-        print("\nbackend: skipped: no GPU here (mpi vs nccl needs a GPU per rank)")
+    ranks = 2
+    gpus, why = gpu_count()
+    if gpus < ranks:  # NCCL refuses two ranks on one GPU
+        print(f"\nbackend: skipped: mpi vs nccl needs a GPU per rank ({ranks} ranks), and "
+              f"nvidia-smi -L lists {gpus}" + (f" ({why})" if why else ""))
         return
-    configs = [(b, i, 2, common_flags(args, "cnn") + ["--device", "cuda", "--backend", b])
+    configs = [(b, i, ranks, common_flags(args, "cnn") + ["--device", "cuda", "--backend", b])
                for i, b in enumerate(("mpi", "nccl"))]
     rows = measure(runner, configs, args.repeats)
-    print_table("backend (2 ranks on 2 GPUs, CNN)", rows)
+    print_table(f"backend ({ranks} ranks on {gpus} GPUs, CNN)", rows)
     write(args, "backend", rows)
 
 
