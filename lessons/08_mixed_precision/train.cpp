@@ -4,7 +4,7 @@
 //
 //   build/solutions/08_mixed_precision/train --model cnn --precision bf16
 //   build/solutions/08_mixed_precision/train --precision fp16 --scale-log fp16.scale.jsonl
-//   build/solutions/08_mixed_precision/train --precision fp16 --no-loss-scaling   (what goes wrong)
+//   build/solutions/08_mixed_precision/train --precision fp16 --no-loss-scaling   (what underflow costs)
 //   tools/mpirun -np 2 build/solutions/08_mixed_precision/train --precision fp16
 //   ... --checkpoint-dir /tmp/run --save-every 100, later the same with --resume auto: the
 //   library's checkpoints of lesson 07, with GradScaler's state_dict among their extra state
@@ -248,7 +248,7 @@ int main(int argc, char** argv) {
   cli.add_option("--precision", f.precision, "fp32, bf16 or fp16 (the GEMMs' dtype)")
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
   cli.add_flag("--no-loss-scaling", f.no_loss_scaling,
-               "fp16 without GradScaler (to see what goes wrong without it)");
+               "fp16 without GradScaler (to see what underflow costs without it)");
   cli.add_option("--init-scale", f.init_scale, "GradScaler's first scale")
       ->check(app::real_in(1e-30, 3.4e38))->capture_default_str();
   cli.add_option("--growth-interval", f.growth_interval,

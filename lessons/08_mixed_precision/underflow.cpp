@@ -4,7 +4,8 @@
 // given by --at, backpropagates layer by layer while it keeps every gradient: the gradient
 // arriving at each Linear/Conv2d (what the autocast policy casts to 16 bits before the
 // GEMMs) and each weight gradient (what PyTorch's autocast computes in 16 bits). For each it
-// counts the non-zero elements that fp16 flushes to zero (|g| <= 2^-25), those it keeps only
+// counts the non-zero elements that fp16 flushes to zero (|g| <= 2^-25) and their share of
+// the tensor's sum of |g| (small elements carry little of a gradient), those it keeps only
 // as subnormals (|g| < 2^-14, fewer significant bits), and, multiplied by the loss scale, how
 // many still flush and how many overflow (|g * S| >= 65520).
 //
@@ -46,10 +47,12 @@ struct Counts {
   std::int64_t flushed = 0, subnormal = 0;                  // fp16, unscaled
   std::int64_t flushed_scaled = 0, overflow_scaled = 0;     // fp16, times the loss scale
   double max_abs = 0;
+  double sum_abs = 0, flushed_sum_abs = 0;  // how much of the gradient's size is flushed
   void add(const Counts& o) {
     total += o.total, nonzero += o.nonzero, flushed += o.flushed, subnormal += o.subnormal;
     flushed_scaled += o.flushed_scaled, overflow_scaled += o.overflow_scaled;
     max_abs = std::max(max_abs, o.max_abs);
+    sum_abs += o.sum_abs, flushed_sum_abs += o.flushed_sum_abs;
   }
 };
 
@@ -65,8 +68,9 @@ Counts count(const Tensor& g, double scale, std::vector<std::int64_t>& histogram
     if (a == 0.f) continue;
     ++c.nonzero;
     c.max_abs = std::max(c.max_abs, static_cast<double>(a));
+    c.sum_abs += a;
     const float h = mgpu::half_to_float(mgpu::float_to_half(a));
-    if (h == 0.f) ++c.flushed;
+    if (h == 0.f) ++c.flushed, c.flushed_sum_abs += a;
     else if (h < std::ldexp(1.f, -14)) ++c.subnormal;
     const float hs = mgpu::half_to_float(mgpu::float_to_half(static_cast<float>(a * scale)));
     if (hs == 0.f) ++c.flushed_scaled;
@@ -80,8 +84,9 @@ Counts count(const Tensor& g, double scale, std::vector<std::int64_t>& histogram
 double pct(std::int64_t part, std::int64_t whole) { return whole ? 100.0 * part / whole : 0.0; }
 
 void print_row(const std::string& what, const Counts& c) {
-  std::printf("  %-34s %9lld %9.2e %8.2f%% %8.2f%% %8.2f%% %8.2f%%\n", what.c_str(),
-              static_cast<long long>(c.nonzero), c.max_abs, pct(c.flushed, c.nonzero),
+  const double lost = c.sum_abs > 0 ? 100.0 * c.flushed_sum_abs / c.sum_abs : 0.0;
+  std::printf("  %-34s %9lld %9.2e %8.2f%% %8.4f%% %8.2f%% %8.2f%% %8.2f%%\n", what.c_str(),
+              static_cast<long long>(c.nonzero), c.max_abs, pct(c.flushed, c.nonzero), lost,
               pct(c.subnormal, c.nonzero), pct(c.flushed_scaled, c.nonzero),
               pct(c.overflow_scaled, c.nonzero));
 }
@@ -96,10 +101,11 @@ void measure(nn::Sequential& model, const Tensor& x, const Tensor& y, std::int64
   nn::CrossEntropyLoss loss_fn;
   const double loss = loss_fn.forward(model.forward(x), y).item();
   std::printf("\nstep %lld, loss %.4f: share of the non-zero fp32 gradient elements that fp16\n"
-              "flushes to zero / keeps only as a subnormal, and with the loss scale %.0f\n",
+              "flushes to zero (and their share of sum |g|) / keeps only as a subnormal, and\n"
+              "with the loss scale %.0f\n",
               static_cast<long long>(step), loss, scale);
-  std::printf("  %-34s %9s %9s %9s %9s %9s %9s\n", "gradient", "non-zero", "max |g|", "zero",
-              "subnorm", "zero xS", "inf xS");
+  std::printf("  %-34s %9s %9s %9s %9s %9s %9s %9s\n", "gradient", "non-zero", "max |g|", "zero",
+              "zero |g|", "subnorm", "zero xS", "inf xS");
   std::vector<std::int64_t> histogram(kHigh - kLow + 1, 0), ignore(kHigh - kLow + 1, 0);
   Counts into_gemms, weights;
   Tensor g = loss_fn.backward();

@@ -15,12 +15,15 @@ Options: --build-dir build, --out DIR (tables, JSON lines, PNGs), --repeats R, -
 Every configuration runs --repeats times; the configurations take turns (A B C A B C ...),
 so a machine busy with other work slows all of them alike; the table shows the median step
 time with its min and max, and the load average before and after. Each run is the
-reference build's `train` of lesson 09 under tools/mpirun, with one BLAS thread per rank
-(a rank stands for one device), and --steps measured steps after warm-up.
+reference build's `train` of lesson 09 under tools/mpirun, with one thread per rank
+(OMP_NUM_THREADS=1 for the library's loops and its matrix products' blocks,
+OPENBLAS_NUM_THREADS=1: a rank stands for one device), and --steps measured steps after
+warm-up.
 """
 import argparse
 import json
 import os
+import re
 import statistics
 import subprocess
 import sys
@@ -52,9 +55,9 @@ class Runner:
         metrics = os.path.join(self.tmp, f"run{self.runs}.jsonl")
         steps = os.path.join(self.tmp, f"run{self.runs}_steps.jsonl")
         cmd = [os.path.join(ROOT, "tools", "mpirun"), "-np", str(ranks), "-x", "OPENBLAS_NUM_THREADS",
-               self.train, "--data", self.args.data, "--metrics", metrics,
+               "-x", "OMP_NUM_THREADS", self.train, "--data", self.args.data, "--metrics", metrics,
                "--breakdown", steps] + flags
-        env = dict(os.environ, OPENBLAS_NUM_THREADS="1")
+        env = dict(os.environ, OPENBLAS_NUM_THREADS="1", OMP_NUM_THREADS="1")
         before = load()
         t0 = time.monotonic()
         r = subprocess.run(cmd, env=env, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
@@ -244,14 +247,30 @@ def sweep_precision(args, runner):
          "fp32 vs bf16 autocast (2 ranks, CNN)" + load_note(rows))
 
 
+def gpu_count():
+    """GPUs that nvidia-smi lists (0 where it is missing or fails), and what it said."""
+    try:
+        r = subprocess.run(["nvidia-smi", "-L"], stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
+                           text=True, timeout=60)
+    except FileNotFoundError:
+        return 0, "nvidia-smi not found: no NVIDIA driver here"
+    except (OSError, subprocess.TimeoutExpired) as e:
+        return 0, f"nvidia-smi: {e}"
+    gpus = [l for l in r.stdout.splitlines() if l.startswith("GPU ")]
+    return (len(gpus), "") if r.returncode == 0 else (0, r.stdout.strip()[-200:])
+
+
 def sweep_backend(args, runner):
-    if not os.path.exists("/dev/nvidia0"):
-        print("\nbackend: skipped: no GPU here (mpi vs nccl needs a GPU per rank)")
+    ranks = 2
+    gpus, why = gpu_count()
+    if gpus < ranks:  # NCCL refuses two ranks on one GPU
+        print(f"\nbackend: skipped: mpi vs nccl needs a GPU per rank ({ranks} ranks), and "
+              f"nvidia-smi -L lists {gpus}" + (f" ({why})" if why else ""))
         return
-    configs = [(b, i, 2, common_flags(args, "cnn") + ["--device", "cuda", "--backend", b])
+    configs = [(b, i, ranks, common_flags(args, "cnn") + ["--device", "cuda", "--backend", b])
                for i, b in enumerate(("mpi", "nccl"))]
     rows = measure(runner, configs, args.repeats)
-    print_table("backend (2 ranks on 2 GPUs, CNN)", rows)
+    print_table(f"backend ({ranks} ranks on {gpus} GPUs, CNN)", rows)
     write(args, "backend", rows)
 
 
@@ -311,6 +330,36 @@ def sweep_scaling(args, runner):
              f"scaling on this machine: measured vs the model ({what})" + load_note(rows))
 
 
+def size_label(n):
+    for unit, k in (("MiB", 2**20), ("KiB", 2**10)):
+        if n >= k:
+            return f"{n / k:g} {unit}"
+    return f"{n:g} B"
+
+
+def plot_twohost_allreduce(args, res, alpha_beta_fitted):
+    """The all-reduce measured across the link against the alpha-beta model of the link's
+    settings (alpha = the delay, beta = 8 / rate) and, where whatif fitted one, of the fit."""
+    rate, delay = res["rate_bps"], res["delay_s"]
+    path = os.path.join(args.out, "twohost_allreduce.jsonl")
+    with open(path, "w") as f:
+        for i, row in enumerate(res.get("allreduce", [])):
+            n = row["bytes"]  # a 2-rank ring: 2 alpha + n beta (lesson 04's formula, p = 2)
+            out = {"label": size_label(n) if i % 2 == 0 else "", "x": n,
+                   "measured": row["library_us"] / 1e3,
+                   "model_from_link_settings": (2 * delay + n * 8 / rate) * 1e3}
+            if alpha_beta_fitted:
+                alpha, beta = alpha_beta_fitted
+                out["model_fitted_to_these_times"] = (2 * alpha + n * beta) * 1e3
+            f.write(json.dumps(out) + "\n")
+    keys = "measured,model_from_link_settings" + (",model_fitted_to_these_times" if alpha_beta_fitted else "")
+    plot(args, "sweep", [path], "twohost_allreduce.png", "--y", keys, "--log-y", "--xlabel",
+         "message size", "--ylabel", "ms per all-reduce (2 ranks)", "--title",
+         f"all-reduce across two hosts: {rate / 1e9:g} Gbit/s, {delay * 1e3:g} ms one way "
+         f"({'tc netem' if res.get('link') == 'netem' else 'userspace emulator'})\n(load average {res['load_before'][0]:.1f} before, "
+         f"{res['load_after'][0]:.1f} after, {res.get('cores', '?')} cores; fastest of 3 rounds)")
+
+
 def sweep_twohost(args, runner):
     """Two hosts over an emulated link (tools/twohost, as root): the all-reduce and a DDP
     step measured there, beside the model's prediction from the link's rate and delay."""
@@ -358,6 +407,7 @@ def sweep_twohost(args, runner):
     workload = os.path.join(args.out, "one_rank_steps.jsonl")
     if not os.path.exists(workload):
         print("(no one_rank_steps.jsonl: run `sweep.py scaling` first for the model's prediction)")
+        plot_twohost_allreduce(args, res, None)
         return
     whatif = os.path.join(args.build_dir, "solutions", "09_time_cost", "whatif")
     nominal = ["--alpha-us", str(res["delay_s"] * 1e6), "--beta-ns", str(8e9 / res["rate_bps"])]
@@ -368,6 +418,7 @@ def sweep_twohost(args, runner):
             dev = ["--devices", f"{json.load(f)['devices']:.3f}"]
     except OSError:
         pass
+    alpha_beta_fitted = None
     for name, link in (("the link's nominal delay and rate", nominal),
                        ("alpha and beta fitted across the link", fitted)):
         for d in ([], dev) if dev else ([],):
@@ -378,6 +429,11 @@ def sweep_twohost(args, runner):
                                + link + d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)
             print(r.stdout.strip())
+            fit = re.search(r"^link: fitted .*alpha ([0-9.]+) us per message, beta ([0-9.]+) ns/B",
+                            r.stdout, re.M)
+            if fit:
+                alpha_beta_fitted = (float(fit.group(1)) * 1e-6, float(fit.group(2)) * 1e-9)
+    plot_twohost_allreduce(args, res, alpha_beta_fitted)
 
 
 SWEEPS = {"batch": sweep_batch, "buckets": sweep_buckets, "accumulate": sweep_accumulate,
