@@ -10,7 +10,6 @@
 #include <string>
 
 #include "mgpu/app/app.h"
-#include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
@@ -25,37 +24,34 @@ namespace l05 = mgpu::lesson05;
 int train(const app::Options& opt, const l05::DdpFlags& f) {
   // Step 0) one process per device: this rank's device, its group, a CPU group for the
   // numbers every rank contributes to (loss and accuracy sums, the trace).
-  const int rank = dist::rank(), world = dist::world_size();
-  const Device device = dist::rank_device(opt.device);
-  dist::ProcessGroup& group = dist::init_process_group(opt.backend, device);
-  dist::GroupOptions quiet;
-  quiet.announce = false;
-  std::shared_ptr<dist::ProcessGroup> cpu_group = dist::new_group("mpi", Device::cpu(), quiet);
-  app::Run run(opt, "lesson 05: DistributedDataParallel on " + std::to_string(world) +
-                        " rank(s), backend " + group.backend_name(), {device}, cpu_group.get());
+  const app::Ranks ranks = app::init_ranks(opt);
+  const Device device = ranks.device;
+  app::Run run(opt, "lesson 05: DistributedDataParallel on " + std::to_string(ranks.world) +
+                        " rank(s), backend " + ranks.group->backend_name(), ranks);
 
   // Step 1) data: every rank reads the whole dataset and trains on its share of it; the
   // test set is split across the ranks and their counts summed.
   const app::Data data = app::open_data(opt);
-  auto sampler = std::make_shared<par::DistributedSampler>(data.train_samples, world, rank, true,
-                                                           opt.seed);
+  auto sampler = std::make_shared<par::DistributedSampler>(data.train_samples, ranks.world,
+                                                           ranks.rank, true, opt.seed);
   // --no-distributed-sampler: the same seed on every rank gives every rank the same batches.
   auto train_loader = app::train_loader(data, opt, device, false,
                                         f.no_sampler ? nullptr : sampler);
-  auto test_loader = app::test_loader(data, device, 1000, cpu_group.get());
+  auto test_loader = app::test_loader(data, device, 1000, ranks.cpu_group.get());
 
   // Step 2) the model on this rank's device, wrapped: DDP checks that all ranks built the
   // same model and copies rank 0's weights to every rank.
   nn::manual_seed(opt.seed);
   auto model = nn::make_model(opt.model, data.train->sample_shape(), data.train->num_classes());
   model->to(device);
-  par::DistributedDataParallel ddp(model, group, l05::ddp_options(f));
+  par::DistributedDataParallel ddp(model, *ranks.group, l05::ddp_options(f));
   if (f.comm_hook == "fp16") ddp.register_comm_hook(par::fp16_compress_hook);
-  par::CommTimer comm_timer;  // each bucket's all-reduce, for the trace
-  if (run.trace().on()) ddp.reducer().set_comm_timer(&comm_timer);
   optim::SGD optimizer(ddp.parameters(), {opt.lr, opt.momentum, opt.weight_decay});
   nn::CrossEntropyLoss loss_fn;
-  l05::print_setup(opt, f, *model, optimizer, ddp, *train_loader, world);
+  // --trace: each step's forward, backward, bucket all-reduces and optimizer step.
+  app::DdpStepTrace ddp_trace(run.trace(), ddp);
+  app::TracedOptimizer traced_optimizer(optimizer, run.trace(), device);
+  l05::print_setup(opt, f, *model, optimizer, ddp, run);
   l05::RepeatedOrderCheck order_check;
 
   for (int epoch = 0; epoch < opt.epochs; ++epoch) {
@@ -78,13 +74,8 @@ int train(const app::Options& opt, const l05::DdpFlags& f) {
       // Step 5) backward: buckets are all-reduced as their gradients become final.
       ddp.backward(loss_fn.backward());
       // Step 6) the same averaged gradients on every rank: the same update everywhere.
-      const double opt_begin = app::now_s();
-      optimizer.step();
-      if (run.trace().on()) {
-        synchronize(device);
-        l05::trace_ddp_step(run.trace(), ddp.reducer(), ddp.last_step(), comm_timer.take(),
-                            opt_begin, app::now_s());
-      }
+      traced_optimizer.step();
+      ddp_trace.record();
       if (ddp.last_step().rebuilt_buckets) l05::log_rebuild(ddp, run.epoch_steps() + 1);
       run.step(loss, batch.labels.numel(), app::count_correct(logits, batch.labels));
     }
@@ -92,7 +83,7 @@ int train(const app::Options& opt, const l05::DdpFlags& f) {
     // Step 7) evaluate with rank 0's BatchNorm statistics on every rank, each rank on its
     // part of the test set; rank 0 reports the sums of every rank.
     ddp.sync_buffers();
-    run.end_epoch(app::evaluate(*model, *test_loader, cpu_group.get()));
+    run.end_epoch(app::evaluate(*model, *test_loader, ranks.cpu_group.get()));
   }
   return run.finish();
 }
@@ -106,10 +97,8 @@ int main(int argc, char** argv) {
   CLI::App cli{"Lesson 05: train a model on Fashion-MNIST with DistributedDataParallel "
                "(start it with tools/mpirun -np N)."};
   app::FlagSet flags;
-  flags.models = {"mlp", "cnn", "mlp-bn", "deep-mlp", "cnn-small"};
   flags.lr_schedule = true;
   flags.backend = true;
-  flags.device_help = "cpu, or cuda (rank r uses cuda:<local rank>), or cuda:N";
   app::add_flags(cli, opt, flags);
   CLI::Option* cap = l05::add_ddp_flags(cli, f);
   // --help prints once, before MPI starts; a bad flag fails every rank the same way.

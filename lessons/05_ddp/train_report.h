@@ -1,11 +1,9 @@
 /// @file train_report.h
 /// @brief What lesson 05's program sets up and prints around its training loop: its own
-/// flags, the set-up lines (model, buckets, batch), the rebuilt buckets, the sample-order
-/// check behind --no-set-epoch, and each step's phases on the trace. Program-only: the
-/// tests do not use it.
+/// flags, the set-up lines (model, buckets), the rebuilt buckets, and the sample-order
+/// check behind --no-set-epoch. Program-only: the tests do not use it.
 #pragma once
 
-#include <algorithm>
 #include <cstdint>
 #include <string>
 #include <vector>
@@ -60,20 +58,17 @@ inline par::DDPOptions ddp_options(const DdpFlags& f) {
   return o;
 }
 
-/// Rank 0's set-up lines: the model, the buckets of the first iteration, the batch.
+/// Rank 0's set-up lines: the model, the buckets of the first iteration; the batch line
+/// (printed by the run) warns when there is no DistributedSampler.
 inline void print_setup(const app::Options& opt, const DdpFlags& f, nn::Module& model,
                         const optim::Optimizer& optimizer, par::DistributedDataParallel& ddp,
-                        const data::DataLoader& loader, int world) {
-  const std::int64_t batches = loader.num_batches();
+                        app::Run& run) {
   dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
              model.num_parameters(), " parameters; ", optimizer.describe(), ", ", opt.schedule,
              " schedule over ", opt.epochs, " epochs; comm hook: ", f.comm_hook);
   dist::log0(ddp.describe(), f.find_unused ? "" : " (first iteration: one bucket; "
              "rebuilt in gradient-ready order before the second)", "\n", ddp.bucket_summary());
-  dist::log0("batch: ", opt.batch_size, " per rank, global ", opt.batch_size * world, " (", world,
-             " rank(s)); ", loader.num_samples(), " samples and ",
-             opt.steps > 0 ? std::min(opt.steps, batches) : batches, " steps per rank per epoch",
-             f.no_sampler ? " (no DistributedSampler: every rank sees the same batches!)" : "");
+  if (f.no_sampler) run.set_batch_note("no DistributedSampler: every rank sees the same batches!");
 }
 
 /// Says so when an epoch visits the samples in the first epoch's order (set_epoch forgotten).
@@ -100,30 +95,6 @@ inline void log_rebuild(par::DistributedDataParallel& ddp, std::int64_t step) {
     order += " " + ddp.reducer().variables()[v]->name();
   dist::log0("buckets rebuilt before step ", step, "; rank 0's gradients became ready in the order:",
              order, "\n", ddp.bucket_summary());
-}
-
-/// The phases of one DDP step on this rank's rows of the trace, from the timeline DDP kept
-/// and the comm timer: compute on one track, each bucket's all-reduce on another, named by
-/// its parameters, so the first step's single bucket and the rebuilt ones show their order.
-inline void trace_ddp_step(app::Trace& trace, const par::Reducer& reducer,
-                           const par::StepTimeline& t,
-                           const std::vector<par::BucketTiming>& buckets, double opt_begin,
-                           double opt_end) {
-  trace.span("compute", t.rebuilt_buckets ? "forward (buckets rebuilt)" : "forward",
-             t.forward_begin, t.forward_end);
-  trace.span("compute", "backward", t.backward_begin, t.backward_end);
-  trace.span("compute", "wait for buckets", t.backward_end, t.reduce_end);
-  trace.span("compute", "optimizer", opt_begin, opt_end);
-  for (const par::BucketTiming& b : buckets) {
-    const std::vector<std::size_t>& vars = reducer.bucket_variables(b.bucket);
-    std::string name = "all-reduce bucket " + std::to_string(b.bucket) + ":";
-    for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
-      name += " " + reducer.variables()[vars[i]]->name();
-    if (vars.size() > 3) name += " +" + std::to_string(vars.size() - 3);
-    trace.span("comm", name, b.launch_s, b.done_s,
-               {{"bytes", static_cast<double>(b.bytes)},
-                {"parameters", static_cast<double>(vars.size())}});
-  }
 }
 
 }  // namespace mgpu::lesson05

@@ -3,21 +3,53 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <limits>
 
+#include "mgpu/app/flags.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/parallel/sharding_model.h"
 
 namespace mgpu::lesson10 {
 
+void add_shard_flags(CLI::App& cli, ShardFlags& f) {
+  cli.add_option("--zero", f.zero, "0: DDP (everything on every rank); 1: optimizer state "
+                 "sharded; 2: + gradients; 3: + parameters (fully sharded)")
+      ->check(CLI::Range(0, 3))->capture_default_str();
+  cli.add_option("--precision", f.precision, "fp32, bf16 or fp16: the dtype the layers compute "
+                 "and the gradients travel in (master weights and AdamW stay fp32)")
+      ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
+  cli.add_option("--unit-cap-mb", f.unit_cap_mb, "layers grouped into units of at least this "
+                 "many MiB of fp32 parameters (0: a unit per layer; 1e12: the whole model)")
+      ->check(app::non_negative_real())->capture_default_str();
+  cli.add_flag("--no-prefetch", f.no_prefetch,
+               "start a unit's all-gather only when the unit is reached");
+  cli.add_flag("--gradient-as-bucket-view", f.bucket_view,
+               "--zero 0 only: DDP's gradients are views of its buckets (no separate copy)");
+}
+
+DType compute_dtype(const std::string& precision) {
+  return precision == "bf16" ? DType::bf16 : precision == "fp16" ? DType::f16 : DType::f32;
+}
+
+parallel::DDPOptions ddp_options(const ShardFlags& f) {
+  parallel::DDPOptions o;
+  o.gradient_as_bucket_view = f.bucket_view;
+  return o;
+}
+
+parallel::ShardingOptions sharding_options(const ShardFlags& f) {
+  parallel::ShardingOptions o;
+  o.stage = f.zero;
+  o.compute_dtype = compute_dtype(f.precision);
+  o.prefetch = !f.no_prefetch;
+  o.unit_cap_bytes = f.unit_cap_mb >= 1e12 ? std::numeric_limits<std::size_t>::max()
+                                           : static_cast<std::size_t>(f.unit_cap_mb * 1048576.0);
+  return o;
+}
+
 namespace {
 
 constexpr double kMiB = 1024.0 * 1024.0;
-
-std::string mib(double bytes) {
-  char text[32];
-  std::snprintf(text, sizeof text, "%.2f MiB", bytes / kMiB);
-  return text;
-}
 
 double largest_over_ranks(double x, dist::ProcessGroup& group) {
   Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});
@@ -62,10 +94,10 @@ MemoryFormula sharded_formula(const parallel::ShardedDataParallel& sdp) {
 std::string describe_formula(const MemoryFormula& f) {
   char text[96];
   std::snprintf(text, sizeof text, "%.0f collectives", f.collectives_per_step);
-  return "formula per rank: keeps " + mib(f.memory.persistent()) + " (parameters " +
-         mib(f.memory.params) + ", gradients " + mib(f.memory.grads) + ", AdamW moments " +
-         mib(f.memory.optimizer_state) + "); peak " + mib(f.memory.peak()) +
-         " + activations; sends " + mib(f.bytes_sent_per_step) + " per step in " + text;
+  return "formula per rank: keeps " + app::mib(f.memory.persistent()) + " (parameters " +
+         app::mib(f.memory.params) + ", gradients " + app::mib(f.memory.grads) + ", AdamW moments " +
+         app::mib(f.memory.optimizer_state) + "); peak " + app::mib(f.memory.peak()) +
+         " + activations; sends " + app::mib(f.bytes_sent_per_step) + " per step in " + text;
 }
 
 std::vector<Collective> ddp_collectives(const std::vector<parallel::BucketTiming>& buckets) {
@@ -144,12 +176,12 @@ std::string describe_summary(const StepSummary& s, const MemoryFormula& f) {
                 "measured per rank (%lld steady steps): keeps %s (formula %s, %+.2f%%), peak %s "
                 "(formula %s without activations); sends %s per step in %.0f collectives "
                 "(formula %s); step %.1f ms median (%.1f-%.1f)",
-                static_cast<long long>(s.steps), mib(s.kept_bytes).c_str(),
-                mib(f.memory.persistent()).c_str(),
+                static_cast<long long>(s.steps), app::mib(s.kept_bytes).c_str(),
+                app::mib(f.memory.persistent()).c_str(),
                 100.0 * (s.kept_bytes - f.memory.persistent()) / f.memory.persistent(),
-                mib(s.peak_bytes).c_str(), mib(f.memory.peak()).c_str(),
-                mib(s.bytes_sent_per_step).c_str(), s.collectives_per_step,
-                mib(f.bytes_sent_per_step).c_str(), s.step_ms_median, s.step_ms_min,
+                app::mib(s.peak_bytes).c_str(), app::mib(f.memory.peak()).c_str(),
+                app::mib(s.bytes_sent_per_step).c_str(), s.collectives_per_step,
+                app::mib(f.bytes_sent_per_step).c_str(), s.step_ms_median, s.step_ms_min,
                 s.step_ms_max);
   return text;
 }

@@ -1,7 +1,9 @@
-// What lesson 10's program measures and prints: memory per rank beside the formula
-// (parallel/sharding_model.h), the collectives of each step and the bytes a ring sends for
-// them, step times, and the trace spans. Provided: not part of the tasks.
+// What lesson 10's program takes and measures: its flags, memory per rank beside the
+// formula (parallel/sharding_model.h), the collectives of each step and the bytes a ring
+// sends for them, step times, and the trace spans. Provided: not part of the tasks.
 #pragma once
+
+#include <CLI/CLI.hpp>
 
 #include <cstdint>
 #include <string>
@@ -12,9 +14,27 @@
 #include "mgpu/app/trace.h"
 #include "mgpu/dist/process_group.h"
 #include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/ddp.h"
 #include "mgpu/parallel/sharded_data_parallel.h"
 
 namespace mgpu::lesson10 {
+
+/// The program's own flags, beside the shared ones.
+struct ShardFlags {
+  int zero = 3;                   ///< 0: DDP; 1-3: ZeRO stage
+  std::string precision = "fp32"; ///< the layers' compute dtype
+  double unit_cap_mb = 0;         ///< 0: one unit per layer with parameters
+  bool no_prefetch = false;       ///< gather a unit only when it is reached
+  bool bucket_view = false;       ///< DDP's gradient_as_bucket_view
+};
+/// Adds --zero, --precision, --unit-cap-mb, --no-prefetch, --gradient-as-bucket-view.
+void add_shard_flags(CLI::App& cli, ShardFlags& f);
+/// The dtype --precision names.
+DType compute_dtype(const std::string& precision);
+/// DDP's options (--zero 0).
+parallel::DDPOptions ddp_options(const ShardFlags& f);
+/// ShardedDataParallel's options (--zero 1-3).
+parallel::ShardingOptions sharding_options(const ShardFlags& f);
 
 /// What the formulas predict for one run.
 struct MemoryFormula {

@@ -67,6 +67,18 @@ CLI::Validator real_in(double low, double high) {
       "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
 }
 
+CLI::Validator real_below(double low, double high) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v >= low && v < high) return "";
+        std::ostringstream os;
+        os << "must be a number from " << low << " to below " << high << ", got '" << text << "'";
+        return os.str();
+      },
+      "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + ")");
+}
+
 CLI::Validator non_negative_real() {
   return CLI::Validator(
       [](std::string& text) -> std::string {
@@ -94,14 +106,29 @@ void add_flags(CLI::App& cli, Options& opt, const FlagSet& which) {
     cli.add_option("--schedule", opt.schedule,
                    "learning rate per epoch: cosine (from --lr down towards 0) or constant")
         ->check(CLI::IsMember({"cosine", "constant"}))->capture_default_str();
-  cli.add_option("--momentum", opt.momentum, "SGD momentum")->check(real_in(0.0, 1.0))
-      ->capture_default_str();
-  cli.add_option("--weight-decay", opt.weight_decay, "SGD weight decay (L2)")
-      ->check(non_negative_real())->capture_default_str();
+  if (which.adamw) {
+    cli.add_option("--betas", opt.betas, "AdamW's beta1 and beta2: decay of the gradient's "
+                   "running mean and of its square's")
+        ->check(real_below(0.0, 1.0))
+        ->default_str(CLI::detail::to_string(opt.betas.first) + " " +
+                      CLI::detail::to_string(opt.betas.second));
+    cli.add_option("--weight-decay", opt.weight_decay,
+                   "AdamW weight decay (decoupled: p -= lr * weight_decay * p)")
+        ->check(non_negative_real())->capture_default_str();
+  } else {
+    cli.add_option("--momentum", opt.momentum, "SGD momentum")->check(real_in(0.0, 1.0))
+        ->capture_default_str();
+    cli.add_option("--weight-decay", opt.weight_decay, "SGD weight decay (L2)")
+        ->check(non_negative_real())->capture_default_str();
+  }
   cli.add_option("--seed", opt.seed, "seed of the initial weights and the shuffling")
       ->check(non_negative_integer(9007199254740991))->capture_default_str();
-  cli.add_option(which.device_list ? "--device,--devices" : "--device", opt.device,
-                 which.device_help)->capture_default_str();
+  std::string device_help = which.device_help;
+  if (device_help.empty())
+    device_help = which.backend ? "cpu, or cuda (rank r uses cuda:<local rank>), or cuda:N"
+                                : "cpu, cpu:N, cuda or cuda:N";
+  cli.add_option(which.device_list ? "--device,--devices" : "--device", opt.device, device_help)
+      ->capture_default_str();
   if (which.backend)
     cli.add_option("--backend", opt.backend, "auto, mpi or nccl")
         ->check(CLI::IsMember({"auto", "mpi", "nccl"}))->capture_default_str();

@@ -32,6 +32,28 @@ std::string final_line(double test_acc, double train_loss, double samples_per_s,
   return buf;
 }
 
+std::string batch_line(std::int64_t batch, int data_parallel, int world, std::int64_t samples,
+                       std::int64_t steps, const std::string& note) {
+  const bool replicas = data_parallel != world;  // tensor-parallel ranks share a batch
+  const char* unit = replicas ? "replica" : "rank";
+  std::string line = "batch: " + std::to_string(batch) + " per " + unit + ", global " +
+                     std::to_string(batch * data_parallel) + " (" + std::to_string(data_parallel);
+  if (replicas)
+    line += " data-parallel replica(s); the " + std::to_string(world / data_parallel) +
+            " ranks of a replica read the same batch)";
+  else
+    line += " rank(s))";
+  line += "; " + std::to_string(samples) + " samples and " + std::to_string(steps) + " steps per " +
+          unit + " per epoch";
+  return note.empty() ? line : line + "; " + note;
+}
+
+std::string mib(double bytes, int decimals) {
+  char text[48];
+  std::snprintf(text, sizeof text, "%.*f MiB", decimals, bytes / (1024.0 * 1024.0));
+  return text;
+}
+
 void MetricsWriter::open(const std::string& path) {
   MGPU_CHECK(!path.empty(), "--metrics: the path is empty");
   path_ = path;

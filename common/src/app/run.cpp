@@ -18,7 +18,8 @@ Run::Run(const Options& opt, const std::string& title, std::vector<Device> devic
       devices_(std::move(devices)),
       group_(group),
       world_(group ? group->size() : 1),
-      data_parallel_(world_) {
+      data_parallel_(world_),
+      batch_line_due_(group != nullptr) {
   std::string mapping = describe_mapping(devices_);
   while (!mapping.empty() && mapping.back() == '\n') mapping.pop_back();
   dist::log0(title);
@@ -31,6 +32,9 @@ Run::Run(const Options& opt, const std::string& title, std::vector<Device> devic
   start_s_ = now_s();
   if (!opt.trace.empty()) trace_.open(opt.trace, start_s_);
 }
+
+Run::Run(const Options& opt, const std::string& title, const Ranks& ranks)
+    : Run(opt, title, {ranks.device}, ranks.cpu_group.get()) {}
 
 void Run::add_metric_fields(const MetricFields& fields) {
   extra_fields_.insert(extra_fields_.end(), fields.begin(), fields.end());
@@ -65,6 +69,11 @@ void Run::start_epoch(int epoch, double lr, data::DataLoader& loader) {
   loss_sum_ = 0;
   correct_ = seen_ = steps_ = resumed_steps_ = resumed_seen_ = 0;
   planned_ = opt_.steps > 0 ? std::min(opt_.steps, batches) : batches;
+  if (batch_line_due_) {
+    dist::log0(batch_line(opt_.batch_size, data_parallel_, world_, loader.num_samples(), planned_,
+                          batch_note_));
+    batch_line_due_ = false;
+  }
   progress_.start_epoch(epoch, opt_.epochs, planned_);
   for (const Device& d : devices_) synchronize(d);
   epoch_start_s_ = now_s();

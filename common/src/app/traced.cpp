@@ -49,4 +49,38 @@ void TracedOptimizer::step() {
   trace_.span(track_, "optimizer", begin, traced_now(trace_, device_));
 }
 
+DdpStepTrace::DdpStepTrace(Trace& trace, parallel::DistributedDataParallel& ddp, bool time_buckets)
+    : trace_(trace), ddp_(ddp), timed_(trace.on() || time_buckets) {
+  if (timed_) ddp_.reducer().set_comm_timer(&timer_);
+}
+
+DdpStepTrace::~DdpStepTrace() {
+  if (timed_) ddp_.reducer().set_comm_timer(nullptr);
+}
+
+std::vector<parallel::BucketTiming> DdpStepTrace::record() { return record(ddp_.last_step()); }
+
+std::vector<parallel::BucketTiming> DdpStepTrace::record(const parallel::StepTimeline& t) {
+  std::vector<parallel::BucketTiming> buckets;
+  if (timed_) buckets = timer_.take();
+  if (!trace_.on()) return buckets;
+  // The step that rebuilt the buckets says so: its all-reduces run in the new order.
+  trace_.span("compute", t.rebuilt_buckets ? "forward (buckets rebuilt)" : "forward",
+              t.forward_begin, t.forward_end);
+  trace_.span("compute", "backward", t.backward_begin, t.backward_end);
+  trace_.span("compute", "wait for buckets", t.backward_end, t.reduce_end);
+  const parallel::Reducer& reducer = ddp_.reducer();
+  for (const parallel::BucketTiming& b : buckets) {
+    const std::vector<std::size_t>& vars = reducer.bucket_variables(b.bucket);
+    std::string name = "all-reduce bucket " + std::to_string(b.bucket) + ":";
+    for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
+      name += " " + reducer.variables()[vars[i]]->name();
+    if (vars.size() > 3) name += " +" + std::to_string(vars.size() - 3);
+    trace_.span("comm", name, b.launch_s, b.done_s,
+                {{"bytes", static_cast<double>(b.bytes)},
+                 {"parameters", static_cast<double>(vars.size())}});
+  }
+  return buckets;
+}
+
 }  // namespace mgpu::app

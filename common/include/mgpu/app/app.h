@@ -49,17 +49,20 @@
 ///       return app::run_main([&] { return train(opt); });
 ///     }
 ///
-/// A multi-rank program passes a CPU process group to Run and evaluate (sums over ranks,
-/// one trace) and wraps main's body in app::run_distributed instead. A comm hook or any
-/// other thread can add spans with run.trace().span(track, name, begin_s, end_s, args),
-/// times taken with app::now_s().
+/// A multi-rank program starts with app::init_ranks (its device, process group and a CPU
+/// group), passes them to Run and a CPU group to evaluate (sums over ranks, one trace), and
+/// wraps main's body in app::run_distributed instead. A comm hook or any other thread can
+/// add spans with run.trace().span(track, name, begin_s, end_s, args), times taken with
+/// app::now_s().
 #pragma once
 
+#include "mgpu/app/checkpoints.h"
 #include "mgpu/app/clock.h"
 #include "mgpu/app/data.h"
 #include "mgpu/app/evaluate.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/app/progress.h"
+#include "mgpu/app/ranks.h"
 #include "mgpu/app/report.h"
 #include "mgpu/app/run.h"
 #include "mgpu/app/trace.h"

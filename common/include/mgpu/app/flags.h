@@ -16,6 +16,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace mgpu::app {
@@ -29,7 +30,8 @@ struct Options {
   double lr = 0.01;                 ///< --lr: learning rate (of the first epoch)
   std::string schedule = "constant";  ///< --schedule: learning rate per epoch (cosine|constant)
   double momentum = 0.9;            ///< --momentum: SGD momentum
-  double weight_decay = 0.0;        ///< --weight-decay: SGD weight decay (L2)
+  double weight_decay = 0.0;        ///< --weight-decay: SGD's (L2) or AdamW's (decoupled)
+  std::pair<double, double> betas{0.9, 0.999};  ///< --betas: AdamW's (beta1, beta2)
   std::uint64_t seed = 0;           ///< --seed: initial weights and shuffling
   std::string device = "cpu";       ///< --device: cpu, cuda, cuda:N, or a list
   std::string backend = "auto";     ///< --backend: auto|mpi|nccl (multi-rank programs)
@@ -41,14 +43,22 @@ struct Options {
 };
 
 /// Which shared flags a program takes beyond the ones every program has (--data, --model,
-/// --epochs, --batch-size, --lr, --momentum, --weight-decay, --seed, --device,
+/// --epochs, --batch-size, --lr, --momentum or --betas, --weight-decay, --seed, --device,
 /// --train-samples, --steps, --metrics, --trace).
 struct FlagSet {
-  std::vector<std::string> models;  ///< the --model names it accepts (nn::model_catalog())
+  /// The --model names it accepts (nn::model_catalog()); by default the five that train on
+  /// one device or many alike (wide-mlp is for lessons that need several DDP buckets).
+  std::vector<std::string> models{"mlp", "cnn", "mlp-bn", "deep-mlp", "cnn-small"};
   bool lr_schedule = false;         ///< --schedule cosine|constant
-  bool backend = false;             ///< --backend (programs started with mpirun)
+  /// A program started with mpirun: --backend, and --device help that says how "cuda"
+  /// binds each rank to its own GPU.
+  bool backend = false;
   bool device_list = false;         ///< --device takes a list ("cpu:0,cpu:1"); --devices too
-  std::string device_help = "cpu, cpu:N, cuda or cuda:N";  ///< --help text of --device
+  /// --help text of --device; empty: the single-process or the rank text (see `backend`).
+  std::string device_help;
+  /// The program trains with AdamW: --betas instead of SGD's --momentum, and
+  /// --weight-decay is AdamW's decoupled decay.
+  bool adamw = false;
   /// --help text of --batch-size
   std::string batch_help = "samples per step on each rank (the global batch is this times the ranks)";
 };
@@ -85,6 +95,8 @@ CLI::Validator positive_integer(std::int64_t max = 2147483647);
 CLI::Validator non_negative_integer(std::int64_t max = 2147483647);
 /// A real number in [low, high].
 CLI::Validator real_in(double low, double high);
+/// A real number in [low, high): at least low, below high.
+CLI::Validator real_below(double low, double high);
 /// A real number >= 0.
 CLI::Validator non_negative_real();
 

@@ -37,6 +37,17 @@ std::string epoch_line(const EpochStats& s);
 /// epoch's accuracy and loss, samples per second of training over the whole run.
 std::string final_line(double test_acc, double train_loss, double samples_per_s, double time_s);
 
+/// "batch: 64 per rank, global 128 (2 rank(s)); 30000 samples and 469 steps per rank per
+/// epoch": `batch` samples per step on each of `data_parallel` ranks that read different
+/// samples, out of `world`; where they differ, each data-parallel replica is a group of
+/// world / data_parallel ranks that read the same batch, and the line says so. `samples`
+/// and `steps` are one rank's (one replica's) per epoch; a `note` ends the line.
+std::string batch_line(std::int64_t batch, int data_parallel, int world, std::int64_t samples,
+                       std::int64_t steps, const std::string& note = "");
+
+/// "1.79 MiB": `bytes` in MiB with `decimals` decimals.
+std::string mib(double bytes, int decimals = 2);
+
 /// Extra fields a program adds to each metrics line ({"stages", 2}).
 using MetricFields = std::vector<std::pair<std::string, double>>;
 

@@ -32,6 +32,7 @@
 #include "mgpu/app/evaluate.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/app/progress.h"
+#include "mgpu/app/ranks.h"
 #include "mgpu/app/report.h"
 #include "mgpu/app/trace.h"
 #include "mgpu/data/dataloader.h"
@@ -47,9 +48,13 @@ class Run {
   /// opens opt.metrics (rank 0) and opt.trace, and starts the run's clock. `devices` are
   /// the ones this process computes on: end_training() waits for them. With `group` (a CPU
   /// group over every rank: a barrier gives all ranks one time origin) the epoch's numbers
-  /// are summed over its ranks and the trace is gathered to rank 0.
+  /// are summed over its ranks and the trace is gathered to rank 0, and the first epoch
+  /// starts with the batch line (batch_line(): per rank and global); a program without a
+  /// group describes its batch itself (lesson 02 splits one batch over its devices).
   Run(const Options& opt, const std::string& title, std::vector<Device> devices,
       dist::ProcessGroup* group = nullptr);
+  /// A program started with mpirun: computes on ranks.device, sums over ranks.cpu_group.
+  Run(const Options& opt, const std::string& title, const Ranks& ranks);
 
   /// The run's trace (switched on by --trace): record spans into it.
   Trace& trace() { return trace_; }
@@ -65,10 +70,13 @@ class Run {
   /// samples on one rank of each tensor-parallel group only): the global batch and the
   /// progress line's samples/s then count every sample once.
   void set_data_parallel_size(int ranks);
+  /// Text the batch line ends with ("BatchNorm statistics over 32 samples").
+  void set_batch_note(const std::string& note) { batch_note_ = note; }
 
   /// Starts epoch `epoch` (0-based) at learning rate `lr`, drawing batches from `loader`
   /// (already started with loader.start_epoch). The epoch runs loader.num_batches() steps,
-  /// or opt.steps when that is smaller. Throws when the loader has no batch at all.
+  /// or opt.steps when that is smaller. Throws when the loader has no batch at all. The
+  /// first call prints the batch line (with a group).
   void start_epoch(int epoch, double lr, data::DataLoader& loader);
 
   /// This rank's sums of the epoch in progress: what a checkpoint taken mid-epoch keeps so
@@ -129,6 +137,8 @@ class Run {
   dist::ProcessGroup* group_;
   int world_ = 1;
   int data_parallel_ = 1;  // ranks that read different samples (world_ unless set)
+  bool batch_line_due_ = false;  // printed by the first start_epoch (with a group)
+  std::string batch_note_;
   double start_s_ = 0;
   Trace trace_;
   std::string step_track_ = "compute";

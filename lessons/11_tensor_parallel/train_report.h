@@ -1,0 +1,88 @@
+/// @file train_report.h
+/// @brief What lesson 11's program sets up and prints around its training loop: the tp x dp
+/// grid's groups, the set-up lines, and memory per rank against the formula. Program-only:
+/// the tests do not use it.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/app/app.h"
+#include "mgpu/dist/dist.h"
+#include "mgpu/nn/models.h"
+#include "tensor_parallel.h"
+
+namespace mgpu::lesson11 {
+
+/// "[0, 2]".
+inline std::string rank_list(const std::vector<int>& ranks) {
+  std::string s = "[";
+  for (std::size_t i = 0; i < ranks.size(); ++i) s += (i ? ", " : "") + std::to_string(ranks[i]);
+  return s + "]";
+}
+
+/// This rank's groups of a tp x dp grid.
+struct Grid {
+  GridPosition me;                                  ///< this rank's place in the grid
+  std::shared_ptr<dist::ProcessGroup> tp, dp, dp_cpu;  ///< its groups (dp_cpu: on the CPU)
+};
+
+/// The groups of a tp x dp grid (grid_position's). new_group is collective over the world,
+/// so every rank creates every group in the same order and keeps the ones it belongs to.
+/// Prints each rank's groups.
+inline Grid make_grid(int tp, const std::string& backend, const Device& device) {
+  const int world = dist::world_size();
+  MGPU_CHECK(tp >= 1 && world % tp == 0, "--tp ", tp, " does not divide the ", world,
+             " rank(s); start a multiple of --tp ranks (tools/mpirun -np N)");
+  Grid g;
+  g.me = grid_position(world, tp, dist::rank());
+  dist::GroupOptions quiet;
+  quiet.announce = false;
+  for (int first = 0; first < world; first += tp)  // tensor-parallel groups: blocks of tp
+    if (auto group = dist::new_group(grid_position(world, tp, first).tp_group, backend, device, quiet))
+      g.tp = group;
+  for (int t = 0; t < tp; ++t) {  // data-parallel groups: every tp-th rank
+    const std::vector<int> ranks = grid_position(world, tp, t).dp_group;
+    if (auto group = dist::new_group(ranks, backend, device, quiet)) g.dp = group;
+    if (auto group = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) g.dp_cpu = group;
+  }
+  MGPU_CHECK(g.tp && g.dp && g.dp_cpu, "rank ", dist::rank(), " found no group of its own: "
+             "grid_position's groups must contain the rank they were asked for");
+  return g;
+}
+
+/// Each rank's line: its groups in the grid.
+inline void log_grid(const Grid& g, int tp, int dp) {
+  dist::log_all("tensor-parallel group ", rank_list(g.me.tp_group), " (shard ", g.me.tp_rank,
+                " of ", tp, "), data-parallel group ", rank_list(g.me.dp_group), " (replica ",
+                g.me.dp_rank, " of ", dp, ")");
+}
+
+/// The model line (rank 0) and each rank's parameters against the formula.
+inline void print_setup(const app::Options& opt, nn::Sequential& model, int tp,
+                        std::int64_t full_params, std::int64_t formula_params, double model_bytes) {
+  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ", full_params,
+             " parameters; ", count_mlp_blocks(model), " Megatron MLP block(s) split ", tp,
+             " ways, the other layers replicated:\n", model.summary());
+  dist::log_all("parameters on this rank: ", model.num_parameters(), " (formula ", formula_params,
+                ", full model ", full_params, "); parameters + gradients ",
+                app::mib(model_bytes, 3), " measured, 2 x 4 B x ", formula_params, " = ",
+                app::mib(8.0 * static_cast<double>(formula_params), 3), " by the formula");
+}
+
+/// After training: each rank's model state and a step's peak against the formula, and the
+/// tensor-parallel collectives per step.
+inline void print_memory(const app::Options& opt, std::int64_t formula_params, double state_bytes,
+                         double peak_step_bytes, double tp_collectives_per_step) {
+  dist::log_all("model state after training: ", app::mib(state_bytes, 3), " measured; 4 B x ",
+                formula_params, " x 4 (weights, gradients, momentum, DDP's bucket copy of the "
+                "gradients) = ", app::mib(16.0 * static_cast<double>(formula_params), 3));
+  dist::log0("tensor-parallel collectives per training step: ", tp_collectives_per_step,
+             " (2 per Megatron MLP block: g forward, f backward)");
+  dist::log_all("peak memory of a step above the model state: ", app::mib(peak_step_bytes, 3),
+                " (activations and temporaries of a batch of ", opt.batch_size, ")");
+}
+
+}  // namespace mgpu::lesson11
