@@ -58,7 +58,10 @@ int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   hooks.restore = [&](const io::TrainingState& st, const std::string&) {
     return l07::restore_state(st, *model, optimizer);
   };
-  app::Checkpoints checkpoints(ck, opt, data, run, *ranks.cpu_group, hooks);
+  // DDP's rebuilt buckets travel in the checkpoint too (extra.ddp, the library's addition):
+  // on 3 or more ranks they decide the order the all-reduce sums in.
+  app::Checkpoints checkpoints(ck, opt, data, run, *ranks.cpu_group,
+                               app::with_ddp_buckets(std::move(hooks), ddp));
   checkpoints.resume();
 
   for (int epoch = checkpoints.first_epoch(); epoch < opt.epochs; ++epoch) {

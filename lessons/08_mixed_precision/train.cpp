@@ -59,8 +59,9 @@ int train(const app::Options& opt, const l08::AmpFlags& f) {
 
   // Step 4) resume (lesson 07's checkpoints, the library's reference): model, optimizer,
   // random streams, the position in the data, and the scaler's state.
-  app::Checkpoints checkpoints(f.ck, opt, data, run, *ranks.cpu_group,
-                               l08::checkpoint_hooks(*model, optimizer, scaler));
+  app::Checkpoints checkpoints(
+      f.ck, opt, data, run, *ranks.cpu_group,
+      app::with_ddp_buckets(l08::checkpoint_hooks(*model, optimizer, scaler), ddp));
   checkpoints.record("precision", f.precision, "--precision");
   checkpoints.resume();
 

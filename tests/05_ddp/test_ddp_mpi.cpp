@@ -623,6 +623,55 @@ TEST_CASE("library: after the rebuild, every training forward still checks the p
   net->clear_saved();
 }
 
+TEST_CASE("library: bucket_state_dict carries the rebuilt buckets, or the order before the "
+          "rebuild, into a fresh DDP",
+          "[05_ddp][library]") {
+  const int w = group().size(), rank = group().rank();
+  ToyData data(static_cast<std::int64_t>(w) * 2 * 4);
+  auto fresh = [] {
+    nn::manual_seed(44);
+    return std::make_shared<par::DistributedDataParallel>(std::make_shared<TrapNet>(false),
+                                                          group(), small_buckets(false));
+  };
+  // Before any backward there is nothing to carry.
+  auto first = fresh();
+  CHECK(first->bucket_state_dict().empty());
+  // After the first backward: the recorded order. A fresh DDP that takes it rebuilds in the
+  // next forward into the buckets the first one builds.
+  forward_backward(*first, data, rows(rank, 2, 0, w));
+  const mgpu::io::StateDict before_rebuild = first->bucket_state_dict();
+  REQUIRE(before_rebuild.count("ready_order") == 1);
+  forward_backward(*first, data, rows(rank, 2, 1, w));  // rebuilds
+  REQUIRE(first->reducer().has_rebuilt_buckets());
+  REQUIRE(first->reducer().num_buckets() > 1);
+  auto second = fresh();
+  second->load_bucket_state_dict(before_rebuild, "test");
+  forward_backward(*second, data, rows(rank, 2, 1, w));
+  CHECK(second->reducer().has_rebuilt_buckets());
+  CHECK(second->reducer().bucket_indices() == first->reducer().bucket_indices());
+  // After the rebuild: the buckets themselves, taken without another rebuild.
+  const mgpu::io::StateDict after_rebuild = first->bucket_state_dict();
+  REQUIRE(after_rebuild.count("bucket_sizes") == 1);
+  auto third = fresh();
+  third->load_bucket_state_dict(after_rebuild, "test");
+  CHECK(third->reducer().has_rebuilt_buckets());
+  CHECK(third->reducer().bucket_indices() == first->reducer().bucket_indices());
+  forward_backward(*third, data, rows(rank, 2, 2, w));
+  CHECK(third->reducer().bucket_indices() == first->reducer().bucket_indices());
+  // A state for another model is refused, naming where it came from.
+  nn::manual_seed(44);
+  par::DistributedDataParallel other(std::make_shared<TrapNet>(true), group(), small_buckets(false));
+  std::string message;
+  try {
+    other.load_bucket_state_dict(after_rebuild, "ckpt.safetensors");
+  } catch (const mgpu::Error& e) {
+    message = e.what();
+  }
+  INFO("message: " << message);
+  CHECK(message.find("ckpt.safetensors") != std::string::npos);
+  for (auto* d : {first.get(), second.get(), third.get()}) d->module().clear_saved();
+}
+
 TEST_CASE("library: register_comm_hook may be called once", "[05_ddp][library]") {
   auto net = make_net(false, 41);
   par::DistributedDataParallel ddp(net, group());

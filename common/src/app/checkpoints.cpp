@@ -101,6 +101,26 @@ void Checkpoints::save() {
   dist::log0("checkpoint: ", saved, " (", static_cast<int>(1e3 * (now_s() - begin)), " ms)");
 }
 
+CheckpointHooks with_ddp_buckets(CheckpointHooks hooks, parallel::DistributedDataParallel& ddp) {
+  auto capture = std::move(hooks.capture);
+  hooks.capture = [capture, &ddp](const io::TrainingProgress& progress) {
+    io::TrainingState state = capture(progress);
+    io::StateDict buckets = ddp.bucket_state_dict();
+    if (!buckets.empty()) state.extra["ddp"] = std::move(buckets);
+    return state;
+  };
+  auto restore = std::move(hooks.restore);
+  hooks.restore = [restore, &ddp](const io::TrainingState& state, const std::string& path) {
+    const io::TrainingProgress progress = restore(state, path);
+    // A checkpoint saved before the rebuild (or by another program) has none: the resumed
+    // DDP then starts with one bucket and rebuilds, as a fresh one does.
+    const auto it = state.extra.find("ddp");
+    if (it != state.extra.end()) ddp.load_bucket_state_dict(it->second, path);
+    return progress;
+  };
+  return hooks;
+}
+
 int log_weights_fingerprint(nn::Module& model, dist::ProcessGroup* agree_over) {
   const std::uint64_t mine = io::fingerprint(io::module_state_dict(model));
   std::ostringstream line;

@@ -190,6 +190,32 @@ void Reducer::sync_bucket_indices(std::vector<std::vector<std::size_t>>& bucket_
       bucket_indices[b].push_back(static_cast<std::size_t>(flat[pos++]));
 }
 
+std::vector<std::vector<std::size_t>> Reducer::bucket_indices() const {
+  std::vector<std::vector<std::size_t>> out;
+  for (const Bucket& b : buckets_) out.push_back(b.variables);
+  return out;
+}
+
+void Reducer::adopt_rebuilt_buckets(std::vector<std::vector<std::size_t>> bucket_indices) {
+  initialize_buckets(std::move(bucket_indices));  // checks that it is a valid assignment
+  grad_ready_order_.clear();
+  rebuilt_from_order_.clear();
+  has_rebuilt_buckets_ = true;
+}
+
+void Reducer::adopt_ready_order(std::vector<std::size_t> order) {
+  MGPU_CHECK(!has_rebuilt_buckets_ && !options_.find_unused_parameters,
+             "Reducer: a ready order is only taken before the rebuild, without "
+             "find_unused_parameters");
+  std::vector<char> seen(params_.size(), 0);
+  for (std::size_t v : order)
+    MGPU_CHECK(v < params_.size() && !seen[v]++, "Reducer: the ready order names variable ", v,
+               " twice or out of range (", params_.size(), " variables)");
+  MGPU_CHECK(order.size() == params_.size(), "Reducer: the ready order has ", order.size(),
+             " of the ", params_.size(), " variables");
+  grad_ready_order_ = std::move(order);
+}
+
 void Reducer::initialize_buckets(std::vector<std::vector<std::size_t>> bucket_indices) {
   MGPU_CHECK(!expect_hooks_, "Reducer: buckets cannot change while a backward is in flight");
   const std::size_t n = params_.size();

@@ -37,6 +37,7 @@
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/nn/module.h"
+#include "mgpu/parallel/ddp.h"
 
 namespace mgpu::app {
 
@@ -108,6 +109,12 @@ class Checkpoints {
   io::TrainingProgress progress_;
   Run::EpochSums resumed_sums_;  // of the resumed epoch, this rank's
 };
+
+/// `hooks` that also save DDP's rebuilt buckets (the checkpoint's extra.ddp) and put them
+/// back at a resume, so the resumed run's all-reduces sum in the order the uninterrupted
+/// run's do: on 3 or more ranks a different bucket layout can change the last bits of the
+/// averaged gradients. `ddp` must outlive the hooks.
+CheckpointHooks with_ddp_buckets(CheckpointHooks hooks, parallel::DistributedDataParallel& ddp);
 
 /// Prints "weights: fnv1a64=HASH (bit-identical runs print the same)" on rank 0: the FNV-1a
 /// fingerprint of `model`'s parameters and buffers (io::fingerprint); two runs that print

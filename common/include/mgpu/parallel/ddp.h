@@ -32,6 +32,7 @@
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
+#include "mgpu/io/state_dict.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/parallel/comm_hook.h"
 #include "mgpu/parallel/reducer.h"
@@ -130,6 +131,16 @@ class DistributedDataParallel : public nn::Module {
 
   /// One line per bucket: index, size, parameters in bucket order. For programs to print.
   std::string bucket_summary();
+  /// What decides the buckets of the coming steps, for a checkpoint's extra state: after
+  /// the rebuild, its buckets ("bucket_sizes": i64 [B], "bucket_variables": i64, every
+  /// bucket's variable indices one after another); between the first backward and the
+  /// rebuild, the recorded ready order ("ready_order"); else empty. PyTorch keeps no such
+  /// state: a resumed PyTorch run starts again with one bucket, and on 3 or more ranks its
+  /// first all-reduce may then sum in another order than the uninterrupted run's (lesson 07).
+  io::StateDict bucket_state_dict() const;
+  /// Takes bucket_state_dict() back (Reducer::adopt_rebuilt_buckets or adopt_ready_order);
+  /// an empty dict changes nothing. Throws naming `where` on a state for another model.
+  void load_bucket_state_dict(const io::StateDict& state, const std::string& where);
   /// The phases of the last forward/backward.
   const StepTimeline& last_step() const { return timeline_; }
 

@@ -112,6 +112,18 @@ class Reducer {
   const std::vector<std::size_t>& rebuilt_from_order() const { return rebuilt_from_order_; }
   /// True once rebuild_buckets has regrouped the buckets.
   bool has_rebuilt_buckets() const { return has_rebuilt_buckets_; }
+  /// Every bucket's variables (indices into variables()), bucket by bucket.
+  std::vector<std::vector<std::size_t>> bucket_indices() const;
+  /// Takes `bucket_indices` as the buckets the rebuild made (a resumed run continues with
+  /// the buckets the uninterrupted run had, so its all-reduces sum in the same order); no
+  /// rebuild follows. Every rank must pass the same layout (every rank reads one file).
+  void adopt_rebuilt_buckets(std::vector<std::vector<std::size_t>> bucket_indices);
+  /// The gradients' ready order recorded for the coming rebuild: complete once a
+  /// synchronized backward ran and the rebuild has not happened yet, else empty or partial.
+  const std::vector<std::size_t>& recorded_ready_order() const { return grad_ready_order_; }
+  /// Takes a complete recorded ready order back (saved between the first backward and the
+  /// rebuild), so that the next forward rebuilds from it as the uninterrupted run did.
+  void adopt_ready_order(std::vector<std::size_t> order);
   /// True between prepare_for_backward and finalize_backward.
   bool armed() const { return expect_hooks_; }
   /// The group the gradients are reduced over.
