@@ -3,9 +3,11 @@
 
 #include "mpi_include.h"
 
+#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <mutex>
+#include <thread>
 #include <vector>
 
 #include "group_base.h"
@@ -28,6 +30,21 @@ struct RuntimeState {
 RuntimeState& state() {
   static RuntimeState s;
   return s;
+}
+
+// Open MPI's MPI_Finalize ends in PMIx_Finalize, which tells mpirun "this rank exits
+// normally" and waits for mpirun's answer, but for 2 s at most. When mpirun answers later
+// (a loaded machine), the rank exits first, and mpirun may handle the exit before the
+// message: it then reports the rank as "exiting improperly" and fails a job whose ranks all
+// passed. So a rank whose MPI_Finalize took that long waits before it exits, leaving mpirun
+// time to read the message first. A quicker MPI_Finalize was answered: it waits for nothing.
+void finalize_mpi() {
+  using namespace std::chrono_literals;
+  constexpr auto kPmixAnswerWait = 2s, kExitDelay = 3s;
+  const auto start = std::chrono::steady_clock::now();
+  MPI_Finalize();
+  if (std::chrono::steady_clock::now() - start >= kPmixAnswerWait - 100ms)
+    std::this_thread::sleep_for(kExitDelay);
 }
 
 }  // namespace
@@ -109,7 +126,7 @@ void finalize() {
   s.initialized = false;
   int done = 0;
   MPI_Finalized(&done);
-  if (s.we_started_mpi && !done) MPI_Finalize();
+  if (s.we_started_mpi && !done) finalize_mpi();
 }
 
 bool is_initialized() { return state().initialized; }

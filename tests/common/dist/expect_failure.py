@@ -1,8 +1,8 @@
 #!/usr/bin/env python3
 """Runs a command that must fail, and fails itself unless the command ends within the time
 limit, with a non-zero exit status, and prints every --expect text and a match for every
---expect-regex. Used for the jobs that must end with a clear message instead of hanging (a
-skipped collective, a shape mismatch)."""
+--expect-regex and no --reject text. Used for the jobs that must end with a clear message
+instead of hanging (a skipped collective, a shape mismatch)."""
 import argparse
 import os
 import re
@@ -16,6 +16,7 @@ def main():
     ap.add_argument("--expect", action="append", default=[], help="text the output must contain")
     ap.add_argument("--expect-regex", action="append", default=[],
                     help="a Python regular expression the output must match somewhere")
+    ap.add_argument("--reject", action="append", default=[], help="text the output must not contain")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds before it counts as a hang")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
@@ -41,6 +42,10 @@ def main():
     missing += ["regex " + e for e in args.expect_regex if not re.search(e, out)]
     if missing:
         print("FAIL: exit status %d, but the output lacks: %s" % (proc.returncode, missing))
+        return 1
+    present = [r for r in args.reject if r in out]
+    if present:
+        print("FAIL: exit status %d, but the output has: %s" % (proc.returncode, present))
         return 1
     print("PASS: failed as expected (exit status %d) with the expected message" % proc.returncode)
     return 0

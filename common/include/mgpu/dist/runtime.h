@@ -20,7 +20,9 @@ namespace mgpu::dist {
 /// null. Throws mgpu::Error when MPI cannot start.
 void init(int* argc = nullptr, char*** argv = nullptr);
 /// Stops every live ProcessGroup (joins its threads) and finalizes MPI. Idempotent.
-/// Every rank must call it; a rank that skips it leaves mpirun waiting.
+/// Every rank must call it; a rank that skips it leaves mpirun waiting. When MPI_Finalize
+/// takes about 2 s or more (mpirun answering late on a loaded machine), it then waits 3 s, so
+/// that mpirun does not report the rank as "exiting improperly".
 void finalize();
 /// True between init() and finalize().
 bool is_initialized();
