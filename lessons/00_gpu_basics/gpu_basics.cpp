@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
+#include <iomanip>
 #include <random>
 #include <sstream>
 #include <string>
@@ -56,7 +57,15 @@ double median_ms(const Device& d, int reps, F&& fn) {
 std::vector<float> random_floats(std::int64_t n, unsigned seed) {
   std::mt19937 gen(seed);
   std::uniform_real_distribution<float> dist(-1.0f, 1.0f);
-  std::vector<float> v(static_cast<std::size_t>(n));
+  std::vector<float> v;
+  try {
+    v.resize(static_cast<std::size_t>(n));
+  } catch (const std::exception&) {  // std::bad_alloc, or std::length_error beyond max_size()
+    const long double bytes = static_cast<long double>(n) * sizeof(float);  // exact
+    MGPU_FAIL("out of memory on cpu:0 (host memory): --size ", n, " asks for ", std::fixed,
+              std::setprecision(0), bytes, " bytes (", std::setprecision(1), bytes / (1u << 30),
+              " GiB) for each input array; use a smaller --size");
+  }
   for (float& f : v) f = dist(gen);
   return v;
 }

@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "collectives.h"
+#include "mgpu/app/flags.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/ops.h"
 #include "mgpu/stream.h"
@@ -28,6 +29,9 @@ using mgpu::Device;
 using mgpu::Tensor;
 namespace dist = mgpu::dist;
 namespace l04 = mgpu::lesson04;
+
+constexpr std::int64_t kMaxBytes = std::int64_t(64) << 30;  // keeps every size product in int64
+constexpr int kMinCalls = 3;  // timed calls per round at least, however long one call takes
 
 struct Options {
   std::string min_size = "1K";
@@ -42,10 +46,17 @@ struct Options {
   std::string csv;
 };
 
-// "4096", "1K", "64M", "1G", "64MiB" -> bytes (K = 1024).
-std::int64_t parse_size(const std::string& text) {
+// "4096", "1K", "64M", "1G", "64MiB" -> bytes (K = 1024); `flag` names it in errors.
+std::int64_t parse_size(const std::string& flag, const std::string& text) {
+  const std::string expected = "' (expected a number of bytes with an optional K, M or G "
+                               "suffix, e.g. 4096, 1K, 64M, 1G)";
   std::size_t pos = 0;
-  double v = std::stod(text, &pos);
+  double v = 0;
+  try {
+    v = std::stod(text, &pos);
+  } catch (const std::exception&) {
+    MGPU_FAIL(flag, ": bad size '", text, expected);
+  }
   std::string unit = text.substr(pos);
   if (unit.size() > 1 && (unit.back() == 'B' || unit.back() == 'b')) unit.pop_back();
   if (unit.size() > 1 && unit.back() == 'i') unit.pop_back();
@@ -53,10 +64,12 @@ std::int64_t parse_size(const std::string& text) {
   std::int64_t scale = 1;
   if (!unit.empty()) {
     auto k = units.find(static_cast<char>(std::toupper(unit[0])));
-    MGPU_CHECK(unit.size() == 1 && k != std::string::npos, "bad size '", text,
-               "' (use e.g. 4096, 1K, 64M, 1G)");
+    MGPU_CHECK(unit.size() == 1 && k != std::string::npos, flag, ": bad size '", text, expected);
     scale = std::int64_t(1) << (10 * (k + 1));
   }
+  // Bounded before the cast: a double beyond int64 has no defined conversion.
+  MGPU_CHECK(std::isfinite(v) && v * scale >= 1 && v * scale <= double(kMaxBytes), flag,
+             ": size '", text, "' is out of range (from 1 byte to 64G)");
   return static_cast<std::int64_t>(v * scale);
 }
 
@@ -95,20 +108,28 @@ int main(int argc, char** argv) {
   app.add_option("--min-size", opt.min_size, "smallest message (bytes; K, M, G suffixes)")->capture_default_str();
   app.add_option("--max-size", opt.max_size, "largest message")->capture_default_str();
   app.add_option("--step-factor", opt.factor, "size multiplier from one row to the next")->capture_default_str();
-  app.add_option("--iters", opt.iters, "timed calls per round (0: as many as fit in --seconds)")->capture_default_str();
-  app.add_option("--warmup", opt.warmup, "untimed calls per size first")->capture_default_str();
+  app.add_option("--iters", opt.iters, "timed calls per round (0: as many as fit in --seconds, at least 3)")
+      ->capture_default_str()->check(mgpu::app::non_negative_integer());
+  app.add_option("--warmup", opt.warmup, "untimed calls per size first")
+      ->capture_default_str()->check(mgpu::app::non_negative_integer());
   app.add_option("--rounds", opt.rounds, "timed rounds, ring and library taking turns; the fastest counts")
-      ->capture_default_str()->check(CLI::PositiveNumber);
-  app.add_option("--seconds", opt.seconds, "time per size and implementation, all rounds together, when --iters is 0")->capture_default_str();
+      ->capture_default_str()->check(mgpu::app::positive_integer());
+  app.add_option("--seconds", opt.seconds, "time per size and implementation, all rounds together, when --iters is 0")
+      ->capture_default_str()->check(mgpu::app::real_in(0.001, 3600));
   app.add_option("--device", opt.device, "cpu, or cuda (each rank on cuda:local_rank)")->capture_default_str();
   app.add_option("--backend", opt.backend, "auto, mpi or nccl")->capture_default_str();
   app.add_option("--csv", opt.csv, "also write the table as CSV to this file (rank 0)");
   CLI11_PARSE(app, argc, argv);
 
   try {
-    const std::int64_t min_bytes = std::max<std::int64_t>(4, parse_size(opt.min_size));
-    const std::int64_t max_bytes = parse_size(opt.max_size);
+    const std::int64_t min_bytes = std::max<std::int64_t>(4, parse_size("--min-size", opt.min_size));
+    const std::int64_t max_bytes = parse_size("--max-size", opt.max_size);
+    MGPU_CHECK(min_bytes <= max_bytes, "--min-size ", opt.min_size, " (", min_bytes,
+               " bytes; one f32 at least) is larger than --max-size ", opt.max_size, " (",
+               max_bytes, " bytes): no size to measure; give a --max-size at least as large");
     MGPU_CHECK(opt.factor >= 2, "--step-factor must be at least 2");
+    std::vector<std::int64_t> sizes{min_bytes};  // grown without passing max (no overflow)
+    while (sizes.back() <= max_bytes / opt.factor) sizes.push_back(sizes.back() * opt.factor);
     const Device dev = dist::rank_device(opt.device);
     dist::GroupOptions quiet;
     quiet.announce = false;
@@ -119,6 +140,13 @@ int main(int argc, char** argv) {
       dist::log0("bench_allreduce: a world of 1 rank has nothing to communicate; start it with "
                  "mpirun -np 2 (or more)");
       return 0;
+    }
+    // The CSV file is opened before the run: a bad path costs nothing.
+    std::ofstream csv;
+    if (!opt.csv.empty() && r == 0) {
+      csv.open(opt.csv);
+      MGPU_CHECK(csv.is_open(), "--csv: cannot write '", opt.csv,
+                 "' (does its folder exist, and may you write there?)");
     }
     auto sync = [&] {
       if (dev.is_cuda()) mgpu::synchronize(dev);
@@ -141,16 +169,17 @@ int main(int argc, char** argv) {
     dist::log0("# bench_allreduce: ", p, " ranks on ", dist::num_nodes(), " node(s), backend ",
                pg->backend_name(), ", device ", opt.device, ", dtype f32, ",
                opt.iters > 0 ? mgpu::detail::concat(opt.iters, " calls")
-                             : mgpu::detail::concat("~", opt.seconds / opt.rounds, " s"),
+                             : mgpu::detail::concat("~", opt.seconds / opt.rounds, " s (at least ",
+                                                    kMinCalls, " calls)"),
                " per round, best of ", opt.rounds, " rounds per size");
     if (!have_ring) dist::log0("# ring: not run: ", ring_missing);
     dist::log0("#                         ring (lesson 04)                 library all_reduce (",
                pg->backend_name(), ")");
-    dist::log0("#       size      count   time(us)  algbw  busbw      time(us)  algbw  busbw   ring/lib  #wrong");
-    dist::log0("#        (B) (elements)            (GB/s) (GB/s)               (GB/s) (GB/s)  (busbw)");
+    dist::log0("#       size      count   time(us)  algbw  busbw      time(us)  algbw  busbw   ring/lib  #wrong     calls");
+    dist::log0("#        (B) (elements)            (GB/s) (GB/s)               (GB/s) (GB/s)  (busbw)         ring/lib");
 
     std::vector<Row> rows;
-    for (std::int64_t bytes = min_bytes; bytes <= max_bytes; bytes *= opt.factor) {
+    for (const std::int64_t bytes : sizes) {
       Row row;
       row.count = bytes / 4;
       row.bytes = row.count * 4;
@@ -175,7 +204,9 @@ int main(int argc, char** argv) {
         if (opt.iters > 0) return opt.iters;
         // Every rank must agree on the count: use the slowest rank's estimate.
         double once = time_op(*ctl, [&] { op(data); }, 1);
-        return static_cast<int>(std::clamp(opt.seconds / opt.rounds / std::max(once, 1e-9), 1.0, 1000.0));
+        // A message slower than the budget still gets kMinCalls calls a round.
+        return static_cast<int>(std::clamp(opt.seconds / opt.rounds / std::max(once, 1e-9),
+                                           double(kMinCalls), 1000.0));
       };
       const int ring_iters = have_ring ? calls(ring) : 0;
       const int lib_iters = calls(library);
@@ -188,19 +219,24 @@ int main(int argc, char** argv) {
       rows.push_back(row);
 
       auto algbw = [&](double s) { return s > 0 ? row.bytes / s / 1e9 : 0.0; };
+      // The last column: the timed calls per round each row's times are averaged over.
+      const std::string calls_used = (have_ring ? std::to_string(ring_iters) : "-") + "/" +
+                                     std::to_string(lib_iters);
       char line[256];
       if (have_ring) {
         std::snprintf(line, sizeof line,
-                      "%12lld %10lld %10.1f %6.2f %6.2f    %10.1f %6.2f %6.2f   %8.2f  %6lld",
+                      "%12lld %10lld %10.1f %6.2f %6.2f    %10.1f %6.2f %6.2f   %8.2f  %6lld %9s",
                       static_cast<long long>(row.bytes), static_cast<long long>(row.count),
                       row.ring_s * 1e6, algbw(row.ring_s), algbw(row.ring_s) * bus_factor,
                       row.lib_s * 1e6, algbw(row.lib_s), algbw(row.lib_s) * bus_factor,
-                      row.lib_s / row.ring_s, static_cast<long long>(row.wrong));
+                      row.lib_s / row.ring_s, static_cast<long long>(row.wrong),
+                      calls_used.c_str());
       } else {
-        std::snprintf(line, sizeof line, "%12lld %10lld %10s %6s %6s    %10.1f %6.2f %6.2f   %8s  %6s",
+        std::snprintf(line, sizeof line,
+                      "%12lld %10lld %10s %6s %6s    %10.1f %6.2f %6.2f   %8s  %6s %9s",
                       static_cast<long long>(row.bytes), static_cast<long long>(row.count), "-",
                       "-", "-", row.lib_s * 1e6, algbw(row.lib_s), algbw(row.lib_s) * bus_factor,
-                      "-", "-");
+                      "-", "-", calls_used.c_str());
       }
       dist::log0(line);
     }
@@ -246,14 +282,15 @@ int main(int argc, char** argv) {
       }
     }
 
-    if (!opt.csv.empty() && r == 0) {
-      std::ofstream out(opt.csv);
-      out << "bytes,count,ring_us,ring_busbw_gbs,library_us,library_busbw_gbs,wrong\n";
+    if (csv.is_open()) {
+      csv << "bytes,count,ring_us,ring_busbw_gbs,library_us,library_busbw_gbs,wrong\n";
       for (const Row& row : rows)
-        out << row.bytes << ',' << row.count << ',' << row.ring_s * 1e6 << ','
+        csv << row.bytes << ',' << row.count << ',' << row.ring_s * 1e6 << ','
             << (row.ring_s > 0 ? row.bytes / row.ring_s / 1e9 * bus_factor : 0) << ','
             << row.lib_s * 1e6 << ',' << row.bytes / row.lib_s / 1e9 * bus_factor << ','
             << row.wrong << '\n';
+      csv.flush();
+      MGPU_CHECK(csv.good(), "--csv: writing '", opt.csv, "' failed (is the disk full?)");
     }
     return total_wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {

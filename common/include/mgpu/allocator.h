@@ -5,7 +5,9 @@
 /// training step must not call them. Freed CUDA blocks go back to a cache keyed by size
 /// and are handed out again; only a miss calls cudaMalloc. Host memory comes from the
 /// system allocator, aligned to 64 bytes, through a cache of its own (a fresh large block
-/// page-faults on first touch), and may be page-locked ("pinned") for async copies.
+/// page-faults on first touch) that is emptied at exit, and may be page-locked ("pinned")
+/// for async copies. A request the device cannot serve throws mgpu::Error saying how many
+/// bytes were asked for, where, and what to make smaller.
 #pragma once
 
 #include <cstddef>
@@ -70,6 +72,7 @@ MemoryStats memory_stats(const Device& d);
 /// Sets peak_allocated to the current allocated value.
 void reset_peak_memory(const Device& d);
 /// Returns every cached, unused block to the system (cudaFree on GPUs, free on the host).
+/// The host's cache is also emptied at exit; cached GPU blocks go with the CUDA context.
 void empty_cache();
 
 }  // namespace mgpu

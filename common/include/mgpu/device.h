@@ -69,7 +69,9 @@ struct DeviceProperties {
 DeviceProperties device_properties(const Device& d);
 
 /// One line per device: "cuda:1 -> GPU 0 (NVIDIA H100 ...)" or "cpu:1 -> host memory space 1".
-/// Programs print this so the learner sees the mapping they ran on.
+/// Programs print this so the learner sees the mapping they ran on. Without a GPU, a CUDA
+/// device in the list throws mgpu::Error suggesting as many CPU devices: `--device cpu`
+/// for one, `--device cpu:0,cpu:1` for two.
 std::string describe_mapping(const std::vector<Device>& devices);
 
 /// Makes `d`'s physical GPU current for the calling thread for the guard's lifetime

@@ -1,13 +1,12 @@
 // Storage blocks, the CUDA caching allocator and the per-device memory counters.
 #include "mgpu/allocator.h"
 
-#include <algorithm>
-#include <cstdlib>
 #include <map>
 #include <mutex>
-#include <new>
+#include <string>
 #include <vector>
 
+#include "host_cache.h"
 #include "mgpu/error.h"
 
 #ifdef MGPU_WITH_CUDA
@@ -17,15 +16,24 @@
 namespace mgpu {
 namespace {
 
-std::mutex stats_mutex;
-std::map<std::pair<int, int>, MemoryStats> stats_by_device;  // key: (kind, index)
+// The counters and the GPU caches are never destroyed, like the host cache (see
+// host_cache.cpp): a tensor in another file's static may be freed after this file's
+// statics are gone.
+struct Counters {
+  std::mutex mutex;
+  std::map<std::pair<int, int>, MemoryStats> by_device;  // key: (kind, index)
+};
+Counters& counters() {
+  static Counters* const c = new Counters;
+  return *c;
+}
 
-MemoryStats& stats_of(const Device& d) {
-  return stats_by_device[{static_cast<int>(d.kind), d.index}];
+MemoryStats& stats_of(const Device& d) {  // the caller holds counters().mutex
+  return counters().by_device[{static_cast<int>(d.kind), d.index}];
 }
 
 void count_alloc(const Device& d, std::size_t bytes) {
-  std::lock_guard<std::mutex> lock(stats_mutex);
+  std::lock_guard<std::mutex> lock(counters().mutex);
   MemoryStats& s = stats_of(d);
   ++s.allocations;
   s.allocated += bytes;
@@ -33,61 +41,29 @@ void count_alloc(const Device& d, std::size_t bytes) {
 }
 
 void count_free(const Device& d, std::size_t bytes) {
-  std::lock_guard<std::mutex> lock(stats_mutex);
+  std::lock_guard<std::mutex> lock(counters().mutex);
   stats_of(d).allocated -= bytes;
 }
 
-// Host blocks are cached too: glibc serves large ones with mmap, so a fresh one page-faults
-// on first touch, and a training step that allocated its activations anew would pay that
-// every step. Small blocks are cached as well, so that a warm step asks the system for
-// nothing (memory_stats().device_mallocs stays put) and the counters say so.
-constexpr std::size_t kHostCacheMin = 64u << 10;  // from here on, sizes round to whole pages
-// Beyond this many cached bytes a freed block goes back to the system, unless the program
-// once held more at a time: a step that peaks at 1.5 GiB must find all of it again.
-constexpr std::size_t kHostCacheMax = 1u << 30;
-std::mutex host_cache_mutex;
-std::multimap<std::size_t, void*> host_free_blocks;
-std::size_t host_cached_bytes = 0;
-std::size_t host_in_use = 0, host_peak_in_use = 0;  // bytes handed out and not returned
-
-std::size_t host_block_size(std::size_t bytes) {
-  const std::size_t rounded = (bytes + 63) / 64 * 64;  // 64 B: a cache line
-  if (rounded < kHostCacheMin) return rounded ? rounded : 64;
-  const std::size_t page = 4096;
-  return (rounded + page - 1) / page * page;
+// The one message for a request the device cannot serve: how much, where, and what to do.
+[[noreturn]] void fail_out_of_memory(const Device& d, const std::string& what, std::size_t bytes) {
+  const std::size_t in_use = memory_stats(d).allocated;
+  MGPU_FAIL("out of memory on ", d.str(), " (", what, "): asked for ", bytes, " bytes (",
+            static_cast<double>(bytes) / (1u << 30), " GiB) with ", in_use,
+            " bytes in use on this logical device; ask for less: a smaller --batch-size or "
+            "--size (or a smaller model)");
 }
 
-void* host_alloc(const Device& d, std::size_t size) {
-  {
-    std::lock_guard<std::mutex> lock(host_cache_mutex);
-    host_in_use += size;
-    host_peak_in_use = std::max(host_peak_in_use, host_in_use);
-    auto it = host_free_blocks.find(size);
-    if (it != host_free_blocks.end()) {
-      void* p = it->second;
-      host_free_blocks.erase(it);
-      host_cached_bytes -= size;
-      return p;
-    }
+void* host_alloc(const Device& d, std::size_t bytes) {
+  const std::size_t size = detail::host_block_size(bytes);
+  bool fresh = false;
+  void* p = size ? detail::host_cache_take(size, fresh) : nullptr;
+  if (!p) fail_out_of_memory(d, "host memory", bytes);
+  if (fresh) {
+    std::lock_guard<std::mutex> lock(counters().mutex);
+    ++stats_of(d).device_mallocs;
   }
-  void* p = std::aligned_alloc(64, size);
-  if (!p) throw std::bad_alloc();
-  std::lock_guard<std::mutex> lock(stats_mutex);
-  ++stats_of(d).device_mallocs;
   return p;
-}
-
-void host_free(void* p, std::size_t size) {
-  {
-    std::lock_guard<std::mutex> lock(host_cache_mutex);
-    host_in_use -= size;
-    if (host_cached_bytes + size <= std::max(kHostCacheMax, host_peak_in_use)) {
-      host_free_blocks.emplace(size, p);
-      host_cached_bytes += size;
-      return;
-    }
-  }
-  std::free(p);
 }
 
 #ifdef MGPU_WITH_CUDA
@@ -107,8 +83,14 @@ struct GpuCache {
   std::vector<cudaEvent_t> spare_events;
 };
 
-std::mutex cache_mutex;
-std::map<int, GpuCache> caches;  // by physical GPU
+struct GpuCaches {
+  std::mutex mutex;
+  std::map<int, GpuCache> by_gpu;
+};
+GpuCaches& gpu_caches() {
+  static GpuCaches* const c = new GpuCaches;
+  return *c;
+}
 
 // Small requests round to 512 B, large ones to 2 MiB, so blocks are reused across the
 // slightly different sizes a training loop asks for.
@@ -153,8 +135,8 @@ void* cuda_alloc(const Device& d, std::size_t bytes) {
   const int gpu = physical_gpu(d);
   DeviceGuard guard(d);
   const std::size_t size = round_size(bytes);
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  GpuCache& c = caches[gpu];
+  std::lock_guard<std::mutex> lock(gpu_caches().mutex);
+  GpuCache& c = gpu_caches().by_gpu[gpu];
   // Best fit: the smallest cached block that is big enough, if it does not waste too much.
   auto it = c.free_blocks.lower_bound(size);
   if (it != c.free_blocks.end() && it->first <= 2 * size) {
@@ -176,12 +158,10 @@ void* cuda_alloc(const Device& d, std::size_t bytes) {
   }
   if (err != cudaSuccess) {
     cudaGetLastError();
-    MGPU_FAIL("out of memory on ", d.str(), " (GPU ", gpu, "): asked for ", bytes, " bytes with ",
-              memory_stats(d).allocated, " bytes in use on this logical device; use a smaller "
-              "--batch-size or model");
+    fail_out_of_memory(d, detail::concat("GPU ", gpu), bytes);
   }
   c.block_size[ptr] = size;
-  std::lock_guard<std::mutex> slock(stats_mutex);
+  std::lock_guard<std::mutex> slock(counters().mutex);
   ++stats_of(d).device_mallocs;
   stats_of(d).reserved = reserved_bytes(c);
   return ptr;
@@ -189,8 +169,8 @@ void* cuda_alloc(const Device& d, std::size_t bytes) {
 
 void cuda_free(const Device& d, void* ptr) {
   const int gpu = physical_gpu(d);
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  GpuCache& c = caches[gpu];
+  std::lock_guard<std::mutex> lock(gpu_caches().mutex);
+  GpuCache& c = gpu_caches().by_gpu[gpu];
   CachedBlock b{ptr, c.block_size.at(ptr), take_event(c), take_event(c)};
   // Record on the freeing device's streams: the block is free once both reach this point.
   cudaEventRecord(b.done_compute, static_cast<cudaStream_t>(Stream::compute(d).handle()));
@@ -227,8 +207,7 @@ Storage::~Storage() {
 
 void Storage::acquire() {
   if (device_.is_cpu()) {
-    // 64-byte alignment: a cache line, and enough for any vector load.
-    ptr_ = host_alloc(device_, host_block_size(bytes_));
+    ptr_ = host_alloc(device_, bytes_);
   } else {
 #ifdef MGPU_WITH_CUDA
     ptr_ = cuda_alloc(device_, bytes_ ? bytes_ : 1);
@@ -243,7 +222,7 @@ void Storage::acquire() {
 void Storage::give_back() {
   count_free(device_, bytes_);
   if (device_.is_cpu()) {
-    host_free(ptr_, host_block_size(bytes_));
+    detail::host_cache_give(ptr_, detail::host_block_size(bytes_));
   } else {
 #ifdef MGPU_WITH_CUDA
     try {
@@ -266,26 +245,21 @@ void Storage::reallocate() {
 }
 
 MemoryStats memory_stats(const Device& d) {
-  std::lock_guard<std::mutex> lock(stats_mutex);
+  std::lock_guard<std::mutex> lock(counters().mutex);
   return stats_of(d);
 }
 
 void reset_peak_memory(const Device& d) {
-  std::lock_guard<std::mutex> lock(stats_mutex);
+  std::lock_guard<std::mutex> lock(counters().mutex);
   MemoryStats& s = stats_of(d);
   s.peak_allocated = s.allocated;
 }
 
 void empty_cache() {
-  {
-    std::lock_guard<std::mutex> lock(host_cache_mutex);
-    for (auto& kv : host_free_blocks) std::free(kv.second);
-    host_free_blocks.clear();
-    host_cached_bytes = 0;
-  }
+  detail::host_cache_empty();
 #ifdef MGPU_WITH_CUDA
-  std::lock_guard<std::mutex> lock(cache_mutex);
-  for (auto& [gpu, c] : caches) {
+  std::lock_guard<std::mutex> lock(gpu_caches().mutex);
+  for (auto& [gpu, c] : gpu_caches().by_gpu) {
     int prev = 0;
     cudaGetDevice(&prev);
     cudaSetDevice(gpu);

@@ -72,13 +72,28 @@ int cuda_device_count() {
 
 bool cuda_available() { return cuda_device_count() > 0; }
 
+namespace {
+
+// Why `asked` cannot run here, and the CPU devices to ask for instead: programs that take
+// one device (--device cpu) and those that take a list (--device cpu:0,cpu:1) differ.
+[[noreturn]] void fail_no_gpu(const std::string& asked, std::size_t devices) {
+  std::string instead = "cpu";
+  if (devices > 1) {
+    instead = "cpu:0";
+    for (std::size_t i = 1; i < devices; ++i) instead += ",cpu:" + std::to_string(i);
+  }
+  MGPU_FAIL(asked, " was asked for, but ",
+            built_with_cuda() ? "no CUDA GPU is visible on this machine"
+                              : "this build has no CUDA backend",
+            ": run with --device ", instead, devices > 1 ? " (logical devices on the host)" : "");
+}
+
+}  // namespace
+
 int physical_gpu(const Device& d) {
   MGPU_CHECK(d.is_cuda(), "physical_gpu: ", d.str(), " is not a CUDA device");
   const int n = cuda_device_count();
-  MGPU_CHECK(n > 0, d.str(), " was asked for, but ",
-             built_with_cuda() ? "no CUDA GPU is visible on this machine"
-                               : "this build has no CUDA backend",
-             " (run with --device cpu, or cpu:0,cpu:1 for several logical devices)");
+  if (n == 0) fail_no_gpu(d.str(), 1);
   return d.index % n;
 }
 
@@ -107,6 +122,17 @@ DeviceProperties device_properties(const Device& d) {
 }
 
 std::string describe_mapping(const std::vector<Device>& devices) {
+  // Programs call this first, with every device they were given: the one place that knows
+  // whether a CPU suggestion should be one device or a list.
+  if (cuda_device_count() == 0) {
+    std::string asked;
+    bool any_cuda = false;
+    for (const Device& d : devices) {
+      asked += (asked.empty() ? "" : ",") + d.str();
+      any_cuda = any_cuda || d.is_cuda();
+    }
+    if (any_cuda) fail_no_gpu(asked, devices.size());
+  }
   std::ostringstream os;
   for (const Device& d : devices) {
     os << d.str() << " -> ";

@@ -1,6 +1,7 @@
 // Tensor: construction, views, conversions to other devices and dtypes.
 #include "mgpu/tensor.h"
 
+#include <cstdint>
 #include <sstream>
 
 #include "mgpu/copy.h"
@@ -10,7 +11,9 @@ namespace mgpu {
 
 std::int64_t shape_numel(const Shape& s) {
   std::int64_t n = 1;
-  for (std::int64_t d : s) n *= d;
+  for (std::int64_t d : s)
+    MGPU_CHECK(!__builtin_mul_overflow(n, d, &n), "shape ", shape_str(s),
+               " has more elements than a 64-bit count holds");
   return n;
 }
 
@@ -22,13 +25,19 @@ std::string shape_str(const Shape& s) {
   return os.str();
 }
 
-static void check_shape(const Shape& shape) {
+// Dimensions >= 0, and a byte count that fits a size_t (else it would wrap to a small
+// block that every write overruns).
+static void check_shape(const Shape& shape, DType dtype) {
   for (std::int64_t d : shape)
     MGPU_CHECK(d >= 0, "negative dimension in shape ", shape_str(shape));
+  const auto numel = static_cast<std::size_t>(shape_numel(shape));
+  MGPU_CHECK(numel <= SIZE_MAX / dtype_size(dtype), "a ", dtype_name(dtype), " tensor of shape ",
+             shape_str(shape), " needs more bytes than memory can address; ask for less: a "
+             "smaller --batch-size or --size");
 }
 
 Tensor Tensor::empty(const Shape& shape, DType dtype, const Device& device) {
-  check_shape(shape);
+  check_shape(shape, dtype);
   Tensor t;
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
@@ -39,7 +48,7 @@ Tensor Tensor::empty(const Shape& shape, DType dtype, const Device& device) {
 }
 
 Tensor Tensor::empty_pinned(const Shape& shape, DType dtype) {
-  check_shape(shape);
+  check_shape(shape, dtype);
   Tensor t;
   t.shape_ = shape;
   t.numel_ = shape_numel(shape);
@@ -92,7 +101,7 @@ void* Tensor::raw_data() const {
 
 Tensor Tensor::view(std::int64_t offset, const Shape& shape) const {
   check_defined("view", *this);
-  check_shape(shape);
+  check_shape(shape, dtype_);
   const std::int64_t n = shape_numel(shape);
   MGPU_CHECK(offset >= 0 && offset + n <= numel_, "view: elements [", offset, ", ", offset + n,
              ") fall outside ", str());

@@ -28,6 +28,23 @@ TEST_CASE("a CUDA device without a GPU is a clear error", "[core][device]") {
                     Catch::Contains("--device cpu") || Catch::Contains("no CUDA"));
 }
 
+TEST_CASE("without a GPU, the CPU devices suggested are as many as were asked for",
+          "[core][device]") {
+  if (cuda_available()) return;  // only meaningful where there is none
+  // A program that takes one device: --device cpu, not a list it would refuse.
+  CHECK_THROWS_WITH(describe_mapping({Device::cuda(0)}),
+                    Catch::EndsWith("run with --device cpu"));
+  CHECK_THROWS_WITH(Tensor::empty({4}, DType::f32, Device::cuda(1)),
+                    Catch::Contains("--device cpu") && !Catch::Contains("cpu:0,cpu:1"));
+  // A program that takes a list: one CPU device for each device asked for.
+  CHECK_THROWS_WITH(describe_mapping({Device::cuda(0), Device::cuda(1), Device::cuda(2)}),
+                    Catch::StartsWith("cuda:0,cuda:1,cuda:2 was asked for") &&
+                        Catch::Contains("run with --device cpu:0,cpu:1,cpu:2 "));
+  CHECK_THROWS_WITH(describe_mapping({Device::cpu(0), Device::cuda(1)}),
+                    Catch::Contains("run with --device cpu:0,cpu:1 "));
+  CHECK(describe_mapping({Device::cpu(0), Device::cpu(1)}).find("cpu:1 -> ") != std::string::npos);
+}
+
 TEST_CASE("tensor shape, views, reshape and slice share storage", "[core][tensor]") {
   std::vector<float> v(12);
   std::iota(v.begin(), v.end(), 0.0f);
