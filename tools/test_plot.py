@@ -99,6 +99,16 @@ class PlotTest(unittest.TestCase):
         out2 = self.path("bd.png")
         self.assert_png(self.plot("breakdown", trace, "-o", out2), out2)
 
+    def test_phase_of_a_span_name(self):
+        import importlib.machinery
+        plot = importlib.machinery.SourceFileLoader("plot", PLOT).load_module()
+        self.assertEqual(plot.phase_of("forward"), "forward")
+        self.assertEqual(plot.phase_of("forward (buckets rebuilt)"), "forward")
+        self.assertEqual(plot.phase_of("all-reduce bucket 3"), "exposed_comm")
+        self.assertEqual(plot.phase_of("wait for bucket 0"), "exposed_comm")
+        self.assertEqual(plot.phase_of("data wait"), "data_wait")
+        self.assertEqual(plot.phase_of("evaluate"), "other")
+
     def test_scaling(self):
         rows = []
         for mode in ("weak", "strong"):
