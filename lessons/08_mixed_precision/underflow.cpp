@@ -19,6 +19,7 @@
 #include <string>
 #include <vector>
 
+#include "mgpu/app/flags.h"
 #include "mgpu/data/all.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
@@ -196,11 +197,11 @@ int main(int argc, char** argv) {
       ->check(CLI::IsMember({"mlp", "cnn"}));
   app.add_option("--data", opt.data, "Fashion-MNIST folder, or 'synthetic'")->capture_default_str();
   app.add_option("--batch-size", opt.batch_size, "samples per step")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(mgpu::app::positive_integer());
   app.add_option("--lr", opt.lr, "SGD learning rate")->capture_default_str();
   app.add_option("--at", opt.at, "training steps at which to measure (repeatable; default 0 and 900)");
   app.add_option("--scale", opt.scale, "the loss scale to compare with")->capture_default_str()
-      ->check(CLI::PositiveNumber);
+      ->check(mgpu::app::positive_real());
   app.add_option("--seed", opt.seed, "initialisation and shuffle seed")->capture_default_str();
   CLI11_PARSE(app, argc, argv);
   if (opt.at.empty()) opt.at = {0, 900};

@@ -21,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "mgpu/app/flags.h"
 #include "time_cost.h"
 #include "workload_io.h"
 
@@ -191,7 +192,7 @@ int main(int argc, char** argv) {
   app.add_option("--beta-ns", o.beta_ns, "and beta by hand, nanoseconds per byte");
   app.add_option("--devices", o.devices, "the ranks share this many devices' worth of compute "
                  "(e.g. cores): each rank computes max(1, N/D) times slower (0: a device per rank)")
-      ->check(CLI::NonNegativeNumber);
+      ->check(mgpu::app::non_negative_real());
   app.add_option("--ranks", o.ranks, "rank counts to predict, comma-separated")->capture_default_str();
   app.add_option("--batch", o.batch, "samples per rank (default: the workload's)");
   app.add_option("--global-batch", o.global_batch, "strong scaling: this many samples per step "

@@ -89,6 +89,16 @@ CLI::Validator non_negative_real() {
       "NUM>=0");
 }
 
+CLI::Validator positive_real() {
+  return CLI::Validator(
+      [](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && v > 0) return "";
+        return "must be a number > 0, got '" + text + "'";
+      },
+      "NUM>0");
+}
+
 void add_flags(CLI::App& cli, Options& opt, const FlagSet& which) {
   std::string models;
   for (const std::string& m : which.models) models += "\n  " + m + ": " + nn::model_summary(m);

@@ -99,5 +99,7 @@ CLI::Validator real_in(double low, double high);
 CLI::Validator real_below(double low, double high);
 /// A real number >= 0.
 CLI::Validator non_negative_real();
+/// A real number > 0.
+CLI::Validator positive_real();
 
 }  // namespace mgpu::app
