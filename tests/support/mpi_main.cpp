@@ -1,8 +1,10 @@
 // The Catch2 runner of multi-rank test binaries, started under mpirun (or alone: a world
 // of 1). Every rank runs the same test cases in the same order, so their collectives match.
-//  - A test case passes only if it passes on every rank: after each case the ranks combine
-//    their outcomes (a listener, below), so rank 0's report - the one graders read - marks
-//    a case failed when any rank failed it, with that rank's failures in the case's output.
+//  - After each case the ranks combine their outcomes (a listener, below): a case that
+//    failed on another rank is marked failed on rank 0 too, and that rank's failures are
+//    added to the case's output. Catch2 counts its closing totals line itself, so where
+//    only another rank failed, that line may still say the cases passed: the exit code and
+//    the "FAILED: rank 0 passed, but another rank failed" line below are what count.
 //  - A test binary passes only if every rank passes: the ranks' results are combined with
 //    MPI_Allreduce and every rank exits with the same code.
 //  - Rank 0's reporter writes to stdout as usual; the other ranks' reporter output goes to
