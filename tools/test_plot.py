@@ -101,7 +101,10 @@ class PlotTest(unittest.TestCase):
 
     def test_phase_of_a_span_name(self):
         import importlib.machinery
-        plot = importlib.machinery.SourceFileLoader("plot", PLOT).load_module()
+        import importlib.util
+        loader = importlib.machinery.SourceFileLoader("plot", PLOT)
+        plot = importlib.util.module_from_spec(importlib.util.spec_from_loader("plot", loader))
+        loader.exec_module(plot)
         self.assertEqual(plot.phase_of("forward"), "forward")
         self.assertEqual(plot.phase_of("forward (buckets rebuilt)"), "forward")
         self.assertEqual(plot.phase_of("all-reduce bucket 3"), "exposed_comm")
