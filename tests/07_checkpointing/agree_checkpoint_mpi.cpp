@@ -9,6 +9,7 @@
 #include <fstream>
 
 #include "../common/io/io_test_util.h"
+#include "../common/io/shared_temp_dir.h"
 #include "agree_checks.h"
 #include "mgpu/dist/dist.h"
 
@@ -18,44 +19,13 @@ namespace io = mgpu::io;
 namespace dist = mgpu::dist;
 namespace l07 = mgpu::lesson07;
 
-namespace {
-
-dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", mgpu::Device::cpu());
-  return *g;
-}
-
-/// A folder every rank sees (rank 0 creates it and broadcasts its name); removed after a
-/// barrier.
-class SharedTempDir {
- public:
-  SharedTempDir() {
-    std::vector<std::int32_t> name(64, 0);
-    if (cpu_group().rank() == 0) {
-      char buf[] = "/tmp/mgpu-l07-agree-XXXXXX";
-      if (::mkdtemp(buf) != nullptr) std::memcpy(name.data(), buf, sizeof buf);
-    }
-    Tensor t = Tensor::from_vector(name, {64});
-    cpu_group().broadcast(t, 0).wait();
-    name = t.to_vector<std::int32_t>();
-    path_ = reinterpret_cast<const char*>(name.data());
-  }
-  ~SharedTempDir() {
-    cpu_group().barrier().wait();
-    if (cpu_group().rank() == 0) std::filesystem::remove_all(path_);
-  }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
-
-}  // namespace
+using mgpu::testing::cpu_group;
+using mgpu::testing::SharedTempDir;
 
 TEST_CASE("agreement: save_on_rank0 writes what io::save_checkpoint writes",
           "[07_checkpointing][agreement]") {
   dist::ProcessGroup& g = cpu_group();
-  SharedTempDir tmp;
+  SharedTempDir tmp("mgpu-l07-agree");
   const std::string ref_dir = tmp.file("ref"), lib_dir = tmp.file("lib");
   mgpu::testing::ToyTraining run(&g, ToyOptimizer::adamw);
   for (std::int64_t step : {2, 3, 5, 7}) {

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
+#include "../common/io/shared_temp_dir.h"
 #include "mgpu/dist/dist.h"
 #include "resume_checks.h"
 
@@ -18,23 +19,9 @@ namespace l07 = mgpu::lesson07;
 
 namespace {
 
-dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", mgpu::Device::cpu());
-  return *g;
-}
+using mgpu::testing::cpu_group;
 
-// A folder every rank sees: rank 0 creates it, the others learn its name.
-std::string shared_temp_dir() {
-  std::vector<std::int32_t> name(64, 0);
-  if (cpu_group().rank() == 0) {
-    char buf[] = "/tmp/mgpu-l07-XXXXXX";
-    if (::mkdtemp(buf) != nullptr) std::memcpy(name.data(), buf, sizeof buf);
-  }
-  Tensor t = Tensor::from_vector(name, {64});
-  cpu_group().broadcast(t, 0).wait();
-  name = t.to_vector<std::int32_t>();
-  return reinterpret_cast<const char*>(name.data());
-}
+std::string shared_temp_dir() { return mgpu::testing::shared_temp_dir("mgpu-l07"); }
 
 }  // namespace
 

@@ -204,27 +204,12 @@ TEST_CASE("agreement: Linear, reference and library", "[08_mixed_precision][agre
     p.backward(scale(g, 65536.0));
   }
   SECTION("an MLP trained one epoch under bf16") {
-    auto step = [](nn::Module& m, nn::CrossEntropyLoss& loss, optim::Optimizer& opt,
-                   amp::GradScaler&, const Tensor& x, const Tensor& y, l08::Precision) {
-      opt.zero_grad();
-      Tensor logits;
-      {
-        amp::Autocast region(DType::bf16);
-        logits = m.forward(x);
-      }
-      l08::StepResult r;
-      r.loss = loss.forward(logits, y).item();
-      m.backward(loss.backward());
-      opt.step();
-      r.stepped = true;
-      return r;
-    };
     amp::GradScalerOptions off;
     off.enabled = false;
     amp::GradScaler s1(off), s2(off);
     auto ref = small_mlp(l08::make_linear), lib = small_mlp(nullptr);
-    const RunResult a = train_small_mlp(*ref, s1, l08::Precision::bf16, 1, step);
-    const RunResult b = train_small_mlp(*lib, s2, l08::Precision::bf16, 1, step);
+    const RunResult a = train_small_mlp(*ref, s1, l08::Precision::bf16, 1, bf16_reference_step);
+    const RunResult b = train_small_mlp(*lib, s2, l08::Precision::bf16, 1, bf16_reference_step);
     CHECK(a.last_loss == b.last_loss);
     CHECK(a.test_acc == b.test_acc);
     const auto rp = ref->parameters(), lp = lib->parameters();

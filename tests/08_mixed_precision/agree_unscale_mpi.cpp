@@ -8,16 +8,6 @@ using namespace mptest;
 
 namespace {
 
-dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
-
 /// Every gradient 1, and a `bad` value in the weight gradient on rank `rank` only (none
 /// for rank -1: a clean iteration).
 auto gradients_with(float bad, int rank) {

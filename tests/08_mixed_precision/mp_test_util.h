@@ -12,6 +12,7 @@
 
 #include "mgpu/amp/all.h"
 #include "mgpu/data/dataset.h"
+#include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
@@ -141,6 +142,36 @@ RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, l08::P
   }
   r.test_acc = accuracy(model, *test);
   return r;
+}
+
+/// A bf16 training step made of the library's pieces alone (no scaler: bf16 needs none),
+/// for train_small_mlp: the reference a Linear of yours is trained against.
+inline l08::StepResult bf16_reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
+                                           optim::Optimizer& opt, amp::GradScaler&,
+                                           const Tensor& x, const Tensor& y, l08::Precision) {
+  opt.zero_grad();
+  Tensor logits;
+  {
+    amp::Autocast region(DType::bf16);
+    logits = m.forward(x);
+  }
+  l08::StepResult r;
+  r.loss = loss.forward(logits, y).item();
+  m.backward(loss.backward());
+  opt.step();
+  r.stepped = true;
+  return r;
+}
+
+/// One quiet CPU group over the world for the whole multi-rank test binary.
+inline dist::ProcessGroup& group() {
+  static std::shared_ptr<dist::ProcessGroup> g = [] {
+    dist::GroupOptions o;
+    o.announce = false;
+    o.timeout_s = 60;
+    return dist::new_group("mpi", Device::cpu(), o);
+  }();
+  return *g;
 }
 
 }  // namespace mptest

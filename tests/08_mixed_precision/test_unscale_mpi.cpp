@@ -8,16 +8,6 @@ using namespace mptest;
 
 namespace {
 
-dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
-
 // Every rank's value of v, in rank order.
 std::vector<double> gather(double v) {
   Tensor t = Tensor::zeros({group().size()}, DType::f64);

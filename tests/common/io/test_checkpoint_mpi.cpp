@@ -12,6 +12,7 @@
 #include "mgpu/dist/dist.h"
 #include "mgpu/io/checkpoint.h"
 #include "resume_harness.h"
+#include "shared_temp_dir.h"
 
 using mgpu::Tensor;
 namespace io = mgpu::io;
@@ -23,36 +24,8 @@ using mgpu::testing::ToyTraining;
 
 namespace {
 
-dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", mgpu::Device::cpu());
-  return *g;
-}
-
-// A folder every rank sees: rank 0 creates it, the others learn its name.
-class SharedTempDir {
- public:
-  SharedTempDir() {
-    dist::ProcessGroup& g = cpu_group();
-    std::vector<std::int32_t> name(64, 0);
-    if (g.rank() == 0) {
-      char buf[] = "/tmp/mgpu-ckpt-mpi-XXXXXX";
-      REQUIRE(::mkdtemp(buf) != nullptr);
-      std::memcpy(name.data(), buf, sizeof buf);
-    }
-    Tensor t = Tensor::from_vector(name, {64});
-    g.broadcast(t, 0).wait();
-    name = t.to_vector<std::int32_t>();
-    path_ = reinterpret_cast<const char*>(name.data());
-  }
-  ~SharedTempDir() {
-    cpu_group().barrier().wait();
-    if (cpu_group().rank() == 0) std::filesystem::remove_all(path_);
-  }
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
+using mgpu::testing::cpu_group;
+using mgpu::testing::SharedTempDir;
 
 void check_same(const io::StateDict& a, const io::StateDict& b) {
   REQUIRE(a.size() == b.size());
@@ -66,7 +39,7 @@ void check_same(const io::StateDict& a, const io::StateDict& b) {
 
 TEST_CASE("save on rank 0, load on every rank: the same step everywhere", "[io][checkpoint][mpi]") {
   dist::ProcessGroup& g = cpu_group();
-  SharedTempDir tmp;
+  SharedTempDir tmp("mgpu-ckpt-mpi");
   const std::string dir = tmp.path() + "/run";
   io::TrainingState loaded;
   CHECK_FALSE(io::load_checkpoint(g, dir, mgpu::Device::cpu(), loaded));  // nothing yet
@@ -105,7 +78,7 @@ TEST_CASE("save on rank 0, load on every rank: the same step everywhere", "[io][
 
 TEST_CASE("a save that fails on rank 0 fails on every rank", "[io][checkpoint][mpi]") {
   dist::ProcessGroup& g = cpu_group();
-  SharedTempDir tmp;
+  SharedTempDir tmp("mgpu-ckpt-mpi");
   const std::string blocker = tmp.path() + "/not-a-folder";
   if (g.rank() == 0) std::ofstream(blocker) << "a file where the folder should be";
   g.barrier().wait();
