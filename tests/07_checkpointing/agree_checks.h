@@ -7,6 +7,7 @@
 #include "../common/agreement.h"
 #include "../common/io/resume_harness.h"
 #include "checkpoint_lesson.h"
+#include "resume_checks.h"
 #include "mgpu/nn/init.h"
 
 namespace mgpu::testing {
@@ -39,14 +40,7 @@ inline void check_same_restore(dist::ProcessGroup* group, ToyOptimizer kind, std
   const nn::SeedSequenceState ref_seq = nn::seed_sequence_state();
   const io::TrainingProgress q = io::restore_training_state(saved, lib.model(), lib.optimizer());
   const nn::SeedSequenceState lib_seq = nn::seed_sequence_state();
-  CHECK(p.epoch == q.epoch);
-  CHECK(p.step_in_epoch == q.step_in_epoch);
-  CHECK(p.global_step == q.global_step);
-  CHECK(p.samples_in_epoch == q.samples_in_epoch);
-  CHECK(p.world_size == q.world_size);
-  CHECK(p.batch_size == q.batch_size);
-  CHECK(p.data_seed == q.data_seed);
-  CHECK(p.lr == q.lr);
+  check_same_progress(p, q);
   CHECK(ref.optimizer().lr() == lib.optimizer().lr());
   CHECK(ref_seq.base == lib_seq.base);
   CHECK(ref_seq.drawn == lib_seq.drawn);

@@ -10,6 +10,18 @@
 
 namespace mgpu::testing {
 
+/// Every field of two training positions equal.
+inline void check_same_progress(const io::TrainingProgress& p, const io::TrainingProgress& q) {
+  CHECK(p.epoch == q.epoch);
+  CHECK(p.step_in_epoch == q.step_in_epoch);
+  CHECK(p.global_step == q.global_step);
+  CHECK(p.samples_in_epoch == q.samples_in_epoch);
+  CHECK(p.world_size == q.world_size);
+  CHECK(p.batch_size == q.batch_size);
+  CHECK(p.data_seed == q.data_seed);
+  CHECK(p.lr == q.lr);
+}
+
 /// Checks that `mine` holds what the library's capture holds: the same names, the same
 /// bytes, the same counters and random streams.
 inline void check_same_state(const io::TrainingState& mine, const io::TrainingState& ref) {
@@ -27,14 +39,7 @@ inline void check_same_state(const io::TrainingState& mine, const io::TrainingSt
     }
   }
   const io::TrainingProgress &p = mine.progress, &q = ref.progress;
-  CHECK(p.epoch == q.epoch);
-  CHECK(p.step_in_epoch == q.step_in_epoch);
-  CHECK(p.global_step == q.global_step);
-  CHECK(p.samples_in_epoch == q.samples_in_epoch);
-  CHECK(p.world_size == q.world_size);
-  CHECK(p.batch_size == q.batch_size);
-  CHECK(p.data_seed == q.data_seed);
-  CHECK(p.lr == q.lr);
+  check_same_progress(p, q);
   CHECK(mine.rng.init_base == ref.rng.init_base);
   CHECK(mine.rng.init_drawn == ref.rng.init_drawn);
   CHECK(mine.rng.dropout == ref.rng.dropout);

@@ -17,18 +17,14 @@ namespace io = mgpu::io;
 namespace dist = mgpu::dist;
 namespace l07 = mgpu::lesson07;
 
-namespace {
-
 using mgpu::testing::cpu_group;
-
-std::string shared_temp_dir() { return mgpu::testing::shared_temp_dir("mgpu-l07"); }
-
-}  // namespace
+using mgpu::testing::SharedTempDir;
 
 TEST_CASE("save_on_rank0: rank 0 writes, every rank then finds the exact file",
           "[07_checkpointing][task3][points:2]") {
   dist::ProcessGroup& g = cpu_group();
-  const std::string dir = shared_temp_dir() + "/run";
+  SharedTempDir tmp("mgpu-l07");
+  const std::string dir = tmp.file("run");
   const io::TensorDict small{{"w", Tensor::from_vector<float>({1, 2, 3, 4}, {2, 2})},
                              {"step", Tensor::full({}, 3.0, mgpu::DType::i64)}};
   const std::string expected = io::serialize_safetensors(small, {{"rank", "0"}});
@@ -42,14 +38,13 @@ TEST_CASE("save_on_rank0: rank 0 writes, every rank then finds the exact file",
   // The collective has returned: on every rank the file is complete, byte for byte.
   CHECK(mgpu::testing::slurp(path) == expected);
   CHECK(io::latest_checkpoint(dir) == path);
-  g.barrier().wait();
-  if (g.rank() == 0) std::filesystem::remove_all(std::filesystem::path(dir).parent_path());
 }
 
 TEST_CASE("save_on_rank0: a save that fails on rank 0 fails on every rank",
           "[07_checkpointing][task3][points:1]") {
   dist::ProcessGroup& g = cpu_group();
-  const std::string root = shared_temp_dir();
+  SharedTempDir tmp("mgpu-l07");
+  const std::string& root = tmp.path();
   if (g.rank() == 0) std::ofstream(root + "/not-a-folder") << "a file where the folder goes";
   g.barrier().wait();
   const auto bytes = [] { return io::serialize_safetensors({{"w", Tensor::full({2}, 1.0)}}); };
@@ -59,8 +54,6 @@ TEST_CASE("save_on_rank0: a save that fails on rank 0 fails on every rank",
   Tensor one = Tensor::full({1}, 1.0);
   g.all_reduce(one).wait();
   CHECK(one.item() == g.size());
-  g.barrier().wait();
-  if (g.rank() == 0) std::filesystem::remove_all(root);
 }
 
 TEST_CASE("capture_state through DDP: the optimizer state under the model's names",

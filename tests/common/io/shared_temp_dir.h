@@ -1,5 +1,5 @@
-// Test helpers for checkpoints across ranks: a quiet CPU group, and a temporary folder
-// every rank sees (rank 0 creates it; the others learn its name by a broadcast).
+// Test helper for checkpoints across ranks: a temporary folder every rank sees (rank 0
+// creates it; the others learn its name by a broadcast over the tests' cpu_group()).
 #pragma once
 
 #include <stdlib.h>
@@ -7,21 +7,14 @@
 #include <cstdint>
 #include <cstring>
 #include <filesystem>
-#include <memory>
 #include <stdexcept>
 #include <string>
 #include <vector>
 
-#include "mgpu/dist/dist.h"
+#include "../dist/dist_test_util.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::testing {
-
-/// One CPU group over the world for the whole test binary.
-inline dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", Device::cpu());
-  return *g;
-}
 
 /// A fresh folder /tmp/<prefix>-XXXXXX made by rank 0, its name known to every rank.
 /// Collective over cpu_group().
