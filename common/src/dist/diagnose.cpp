@@ -65,7 +65,7 @@ std::string who_is_behind(const OpSignature& sig) {
     } else if (g->issued < sig.seq) {
       parts.push_back("rank " + std::to_string(r) + " has not reached it (" +
                       whereabouts(p, sig.group) + ")");
-    } else if (g->issued == sig.seq && !same_op(g->latest, sig)) {
+    } else if (g->issued == sig.seq && !same_op(g->latest, as_published(sig))) {
       parts.push_back("rank " + std::to_string(r) + " issued " + describe_theirs(g->latest) +
                       " there instead");
     }

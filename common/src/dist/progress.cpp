@@ -9,7 +9,9 @@
 
 #include <algorithm>
 #include <cstring>
+#include <initializer_list>
 #include <mutex>
+#include <utility>
 
 #include "mgpu/dist/runtime.h"
 #include "mpi_util.h"
@@ -42,12 +44,14 @@ Board& board() {
 
 int slot(int group) { return kHeader + group * kSlot; }
 
-// Copies local[first, first + n) into the window (caller holds the mutex).
-void publish(Board& b, int first, int n) {
+// Copies the ranges local[first, first + n) into the window in one lock epoch, so a reader
+// sees all of them or none (caller holds the mutex).
+void publish(Board& b, std::initializer_list<std::pair<int, int>> ranges) {
   if (b.win == MPI_WIN_NULL) return;
   // A rank may store into its own window memory inside an exclusive lock epoch on itself.
   if (MPI_Win_lock(MPI_LOCK_EXCLUSIVE, b.my_node_rank, 0, b.win) != MPI_SUCCESS) return;
-  std::memcpy(b.shared + first, b.local.data() + first, sizeof(std::int64_t) * n);
+  for (const auto& [first, n] : ranges)
+    std::memcpy(b.shared + first, b.local.data() + first, sizeof(std::int64_t) * n);
   MPI_Win_unlock(b.my_node_rank, b.win);
 }
 
@@ -111,7 +115,7 @@ void start_progress_board(MPI_Comm node) {
   MPI_Win_set_errhandler(b.win, MPI_ERRORS_RETURN);
   b.shared = static_cast<std::int64_t*>(base);
   b.missing.clear();
-  publish(b, 0, kRecord);
+  publish(b, {{0, kRecord}});
 }
 
 void stop_progress_board() {
@@ -128,7 +132,7 @@ void mark_finalizing() {
   std::lock_guard<std::mutex> lock(b.mutex);
   if (b.local.empty()) return;
   b.local[kFinalizing] = 1;
-  publish(b, kFinalizing, 1);
+  publish(b, {{kFinalizing, 1}});
 }
 
 std::string progress_board_missing() {
@@ -162,6 +166,11 @@ std::string group_label(int id) {
   return text + ")";
 }
 
+OpSignature as_published(OpSignature sig) {
+  if (sig.shape.size() > kMaxDims) sig.shape = Shape{shape_numel(sig.shape)};
+  return sig;
+}
+
 void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
   Board& b = board();
   std::lock_guard<std::mutex> lock(b.mutex);
@@ -172,7 +181,7 @@ void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
   }
   if (sig.group < 0 || sig.group >= kTrackedGroups) return;
   std::int64_t* s = b.local.data() + slot(sig.group);
-  Shape shape = sig.shape.size() <= kMaxDims ? sig.shape : Shape{shape_numel(sig.shape)};
+  const Shape shape = as_published(sig).shape;
   s[kIssued] = sig.seq;
   s[kKind] = static_cast<std::int64_t>(sig.kind);
   s[kDtype] = static_cast<std::int64_t>(sig.dtype);
@@ -182,8 +191,7 @@ void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
   s[kNdim] = static_cast<std::int64_t>(shape.size());
   std::copy(shape.begin(), shape.end(), s + kDims);
   b.local[kLatestGroup] = sig.group;
-  publish(b, kLatestGroup, 1);
-  publish(b, slot(sig.group), kSlot);
+  publish(b, {{kLatestGroup, 1}, {slot(sig.group), kSlot}});
 }
 
 void note_done(const OpSignature& sig) {
@@ -192,7 +200,7 @@ void note_done(const OpSignature& sig) {
   if (b.local.empty() || sig.group < 0 || sig.group >= kTrackedGroups) return;
   std::int64_t& done = b.local[slot(sig.group) + kDone];
   done = std::max(done, sig.seq);
-  publish(b, slot(sig.group) + kDone, 1);
+  publish(b, {{slot(sig.group) + kDone, 1}});
 }
 
 RankProgress read_progress(int r) {

@@ -55,6 +55,9 @@ std::vector<int> group_members(int id);
 /// "group 0 (world, 3 ranks)" or "group 2 (ranks 0, 2)".
 std::string group_label(int id);
 
+/// A signature as the board holds it: a shape of more than 4 dimensions becomes its element
+/// count (compare another rank's published op with this one after this).
+OpSignature as_published(OpSignature sig);
 /// Publishes that this rank issued collective `sig` on group sig.group. With `counts`, also
 /// returns how many collectives this rank had issued on each tracked group before it.
 void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts);
