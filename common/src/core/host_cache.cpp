@@ -43,11 +43,20 @@ HostCache& cache() {
   return *c;
 }
 
+// Frees the blocks held by the cache of `c` (caller holds c.mutex).
+void free_cached(HostCache& c) {
+  for (auto& kv : c.free_blocks) std::free(kv.second);
+  c.free_blocks.clear();
+  c.cached_bytes = 0;
+}
+
+// Closes and empties the cache in one step: a block given back by another thread in
+// between would otherwise be cached after the cache was emptied, and never freed.
 void release_at_exit() {
-  host_cache_empty();
   HostCache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
   c.closed = true;
+  free_cached(c);
 }
 
 }  // namespace
@@ -100,9 +109,7 @@ void host_cache_give(void* block, std::size_t size) {
 void host_cache_empty() {
   HostCache& c = cache();
   std::lock_guard<std::mutex> lock(c.mutex);
-  for (auto& kv : c.free_blocks) std::free(kv.second);
-  c.free_blocks.clear();
-  c.cached_bytes = 0;
+  free_cached(c);
 }
 
 }  // namespace mgpu::detail
