@@ -27,10 +27,10 @@ void direct_gemm(mgpu::Tensor& c, const mgpu::Tensor& a, const mgpu::Tensor& b) 
     MGPU_CHECK(a.dtype() == mgpu::DType::f32, "direct_gemm: the CPU baseline is f32 only");
     // mgpu runs OpenBLAS one thread per call and splits the product among its own threads;
     // the baseline gets OpenBLAS's own threading, as many threads, for this call.
-    openblas_set_num_threads(mgpu::num_threads());
+    mgpu::set_blas_threads(mgpu::num_threads());
     cblas_sgemm(CblasRowMajor, CblasNoTrans, CblasNoTrans, m, n, k, 1.0f, a.data<float>(), k,
                 b.data<float>(), n, 0.0f, c.data<float>(), n);
-    openblas_set_num_threads(1);
+    mgpu::set_blas_threads(1);
     return;
   }
 #ifdef MGPU_WITH_CUDA

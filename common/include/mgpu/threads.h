@@ -21,6 +21,10 @@ namespace mgpu {
 void set_num_threads(int n);
 /// Threads the CPU ops use.
 int num_threads();
+/// OpenBLAS's own threads for the next BLAS calls (no-op with another BLAS). The library
+/// runs OpenBLAS one thread per call and splits products among its own threads; only a
+/// benchmark's baseline that calls BLAS directly raises this, and sets it back to 1 after.
+void set_blas_threads(int n);
 /// One line for a benchmark's header: the thread counts, OMP_WAIT_POLICY, the BLAS and its
 /// kernels (e.g. "2 threads (OpenMP); OMP_WAIT_POLICY=PASSIVE; OpenBLAS 0.3.21, Cooperlake
 /// kernels, one thread per call (the products are split among ours)").

@@ -71,6 +71,11 @@ std::string cpu_threading_summary() {
   return os.str();
 }
 
+void set_blas_threads(int n) {
+  MGPU_CHECK(n >= 1, "set_blas_threads: need at least 1 thread, got ", n);
+  if (openblas_set_num_threads) openblas_set_num_threads(n);
+}
+
 namespace detail {
 
 void blas_single_threaded() {
