@@ -19,6 +19,7 @@
 
 #include "collectives.h"
 #include "mgpu/app/flags.h"
+#include "mgpu/app/ranks.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/ops.h"
 #include "mgpu/stream.h"
@@ -131,9 +132,7 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> sizes{min_bytes};  // grown without passing max (no overflow)
     while (sizes.back() <= max_bytes / opt.factor) sizes.push_back(sizes.back() * opt.factor);
     const Device dev = dist::rank_device(opt.device);
-    dist::GroupOptions quiet;
-    quiet.announce = false;
-    auto ctl = dist::new_group("mpi", Device::cpu(), quiet);  // the clock's barrier and max
+    auto ctl = mgpu::app::quiet_cpu_group();  // the clock's barrier and max
     auto pg = dist::new_group(opt.backend, dev);               // the one being measured
     const int p = pg->size(), r = pg->rank();
     if (p == 1) {

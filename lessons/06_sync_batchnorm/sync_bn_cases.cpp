@@ -15,6 +15,7 @@
 #include <string>
 #include <vector>
 
+#include "mgpu/app/ranks.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
@@ -151,9 +152,7 @@ int main(int argc, char** argv) {
       ->capture_default_str()->check(CLI::IsMember({"library", "lesson"}));
   CLI11_PARSE(app, argc, argv);
   try {
-    dist::GroupOptions quiet;
-    quiet.announce = false;
-    auto g = dist::new_group("mpi", mgpu::Device::cpu(), quiet);
+    auto g = mgpu::app::quiet_cpu_group();
     nlohmann::json all{{"world_size", g->size()}, {"layer", layer}, {"cases", nlohmann::json::array()}};
     for (const Case& c : cases(g->size())) all["cases"].push_back(run_case(c, *g, layer == "lesson"));
     if (g->rank() == 0) {

@@ -53,7 +53,7 @@ int train(const app::Options& opt, const l08::AmpFlags& f) {
   app::TracedOptimizer traced_optimizer(optimizer, run.trace(), ranks.device);
 
   // Step 3) the scaler: on for fp16 unless --no-loss-scaling; every rank decides together.
-  const amp::GradScalerOptions so = l08::scaler_options(f);
+  const amp::GradScalerOptions so = l08::scaler_options(f, precision);
   l08::GradScaler scaler(so, ranks.world > 1 ? ranks.group : nullptr);
   l08::print_setup(opt, *model, precision, so, ranks.world);
 

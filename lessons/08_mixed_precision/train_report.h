@@ -46,9 +46,9 @@ inline void add_amp_flags(CLI::App& cli, AmpFlags& f) {
 }
 
 /// The scaler's options from the flags: on for fp16 unless --no-loss-scaling.
-inline amp::GradScalerOptions scaler_options(const AmpFlags& f) {
+inline amp::GradScalerOptions scaler_options(const AmpFlags& f, Precision precision) {
   amp::GradScalerOptions so;
-  so.enabled = parse_precision(f.precision) == Precision::fp16 && !f.no_loss_scaling;
+  so.enabled = precision == Precision::fp16 && !f.no_loss_scaling;
   so.init_scale = f.init_scale;
   so.growth_interval = f.growth_interval;
   return so;

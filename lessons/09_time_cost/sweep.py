@@ -270,7 +270,7 @@ def sweep_backend(args, runner):
     configs = [(b, i, ranks, common_flags(args, "cnn") + ["--device", "cuda", "--backend", b])
                for i, b in enumerate(("mpi", "nccl"))]
     rows = measure(runner, configs, args.repeats)
-    print_table(f"backend ({ranks} ranks on {gpus} GPUs, CNN)", rows)
+    print_table(f"backend ({ranks} ranks, a GPU each, CNN)", rows)
     write(args, "backend", rows)
 
 
