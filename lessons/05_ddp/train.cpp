@@ -100,9 +100,8 @@ int main(int argc, char** argv) {
   flags.lr_schedule = true;
   flags.backend = true;
   app::add_flags(cli, opt, flags);
-  CLI::Option* cap = l05::add_ddp_flags(cli, f);
+  l05::add_ddp_flags(cli, f);
   // --help prints once, before MPI starts; a bad flag fails every rank the same way.
   CLI11_PARSE(cli, argc, argv);
-  f.bucket_cap_given = cap->count() > 0;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -20,19 +21,17 @@ namespace par = mgpu::parallel;
 
 /// The program's own flags, beside the shared ones.
 struct DdpFlags {
-  double bucket_cap_mb = 25.0;
-  bool bucket_cap_given = false;  // PyTorch: a 1 MiB first bucket only when not given
+  std::optional<double> bucket_cap_mb;  // not given: PyTorch's 25 MiB, and 1 MiB for the first
   bool find_unused = false, no_broadcast_buffers = false;
   bool no_sampler = false;    // the pitfall: every rank reads everything in the same order
   bool no_set_epoch = false;  // the pitfall: every epoch repeats the first one's order
   std::string comm_hook = "allreduce";
 };
 
-/// Adds the DDP flags to `cli`; returns --bucket-cap-mb, to tell after parsing whether it
-/// was given.
-inline CLI::Option* add_ddp_flags(CLI::App& cli, DdpFlags& f) {
-  CLI::Option* cap = cli.add_option("--bucket-cap-mb", f.bucket_cap_mb,
-                                    "cap of every bucket in MiB (not given: 25, and 1 for the first)")
+/// Adds the DDP flags to `cli`.
+inline void add_ddp_flags(CLI::App& cli, DdpFlags& f) {
+  cli.add_option("--bucket-cap-mb", f.bucket_cap_mb,
+                 "cap of every bucket in MiB (not given: 25, and 1 for the first)")
       ->check(app::non_negative_real());
   cli.add_flag("--no-set-epoch", f.no_set_epoch,
                "do not call sampler.set_epoch(e) (a common pitfall: every epoch then repeats "
@@ -46,13 +45,12 @@ inline CLI::Option* add_ddp_flags(CLI::App& cli, DdpFlags& f) {
                "do not copy rank 0's buffers (BatchNorm statistics) before each forward");
   cli.add_option("--comm-hook", f.comm_hook, "allreduce or fp16 (compress buckets to f16)")
       ->check(CLI::IsMember({"allreduce", "fp16"}))->capture_default_str();
-  return cap;
 }
 
 /// DDP's options from the flags.
 inline par::DDPOptions ddp_options(const DdpFlags& f) {
   par::DDPOptions o;
-  if (f.bucket_cap_given) o.bucket_cap_mb = f.bucket_cap_mb;
+  o.bucket_cap_mb = f.bucket_cap_mb;
   o.find_unused_parameters = f.find_unused;
   o.broadcast_buffers = !f.no_broadcast_buffers;
   return o;
