@@ -28,10 +28,9 @@ int train(const app::Options& opt) {
   model->to(device);
   l01::SGD optimizer(model->parameters(), opt.lr, opt.momentum, opt.weight_decay);
   nn::CrossEntropyLoss loss_fn;
-  std::printf("model: %s (%s), %lld parameters; %s, %s schedule over %d epochs\n",
-              opt.model.c_str(), nn::model_summary(opt.model).c_str(),
-              static_cast<long long>(model->num_parameters()), optimizer.describe().c_str(),
-              opt.schedule.c_str(), opt.epochs);
+  std::printf("%s; %s, %s schedule over %d epochs\n",
+              app::model_line(opt.model, model->num_parameters()).c_str(),
+              optimizer.describe().c_str(), opt.schedule.c_str(), opt.epochs);
   std::printf("batch: %lld per rank, global %lld (1 rank); %lld steps per epoch\n",
               static_cast<long long>(opt.batch_size), static_cast<long long>(opt.batch_size),
               static_cast<long long>(train_loader->num_batches()));

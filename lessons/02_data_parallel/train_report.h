@@ -27,8 +27,7 @@ inline void print_setup(const app::Options& opt, nn::Module& model, const optim:
   std::string split;
   for (std::size_t i = 0; i < chunks.size(); ++i)
     split += (i ? " + " : "") + std::to_string(chunks[i]) + " on " + devices[i].str();
-  std::printf("model: %s (%s), %lld parameters; %s\n", opt.model.c_str(),
-              nn::model_summary(opt.model).c_str(), static_cast<long long>(model.num_parameters()),
+  std::printf("%s; %s\n", app::model_line(opt.model, model.num_parameters()).c_str(),
               optimizer.describe().c_str());
   std::printf("batch: %lld in total (global batch %lld) = %s\n",
               static_cast<long long>(opt.batch_size), static_cast<long long>(opt.batch_size),

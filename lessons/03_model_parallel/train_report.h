@@ -34,8 +34,7 @@ inline Schedule make_schedule(const std::string& name, int K, int M) {
 inline void print_setup(const app::Options& opt, nn::Module& model,
                         const optim::Optimizer& optimizer, Pipeline& pipe,
                         const std::vector<Device>& devices) {
-  std::printf("model: %s (%s), %lld parameters; %s\n", opt.model.c_str(),
-              nn::model_summary(opt.model).c_str(), static_cast<long long>(model.num_parameters()),
+  std::printf("%s; %s\n", app::model_line(opt.model, model.num_parameters()).c_str(),
               optimizer.describe().c_str());
   for (std::size_t k = 0; k < pipe.stages().size(); ++k) {
     const Stage& s = pipe.stages()[k];

@@ -61,8 +61,7 @@ inline par::DDPOptions ddp_options(const DdpFlags& f) {
 inline void print_setup(const app::Options& opt, const DdpFlags& f, nn::Module& model,
                         const optim::Optimizer& optimizer, par::DistributedDataParallel& ddp,
                         app::Run& run) {
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
-             model.num_parameters(), " parameters; ", optimizer.describe(), ", ", opt.schedule,
+  dist::log0(app::model_line(opt.model, model.num_parameters()), "; ", optimizer.describe(), ", ", opt.schedule,
              " schedule over ", opt.epochs, " epochs; comm hook: ", f.comm_hook);
   dist::log0(ddp.describe(), f.find_unused ? "" : " (first iteration: one bucket; "
              "rebuilt in gradient-ready order before the second)", "\n", ddp.bucket_summary());

@@ -62,8 +62,7 @@ int train(const app::Options& opt, bool sync_bn, bool train_mode_eval) {
   nn::CrossEntropyLoss loss_fn;
   app::DdpStepTrace ddp_trace(run.trace(), ddp);  // --trace: DDP's phases, the optimizer's
   app::TracedOptimizer traced_optimizer(optimizer, run.trace(), device);
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
-             model->num_parameters(), " parameters; ", optimizer.describe(), ", ", opt.schedule,
+  dist::log0(app::model_line(opt.model, model->num_parameters()), "; ", optimizer.describe(), ", ", opt.schedule,
              " schedule over ", opt.epochs, " epochs\n", batchnorms);
   const std::int64_t stats_samples = sync_bn ? opt.batch_size * ranks.world : opt.batch_size;
   run.set_batch_note("BatchNorm statistics over " + std::to_string(stats_samples) + " samples");

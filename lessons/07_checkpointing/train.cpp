@@ -39,8 +39,7 @@ int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   nn::CrossEntropyLoss loss_fn;
   app::DdpStepTrace ddp_trace(run.trace(), ddp);  // --trace: DDP's phases, the optimizer's
   app::TracedOptimizer traced_optimizer(optimizer, run.trace(), ranks.device);
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
-             model->num_parameters(), " parameters");
+  dist::log0(app::model_line(opt.model, model->num_parameters()));
 
   // Step 2) checkpoints made by your pieces: capture_state, your writer and the atomic save
   // on rank 0; at --resume every rank reads the file with your reader and restore_state

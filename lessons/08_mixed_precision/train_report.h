@@ -62,8 +62,8 @@ inline void print_setup(const app::Options& opt, nn::Module& model, Precision pr
   if (so.enabled)
     scaling << " (init_scale " << so.init_scale << ", growth_interval " << so.growth_interval
             << (world > 1 ? ", every rank skips together)" : ")");
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ",
-             model.num_parameters(), " fp32 parameters; GEMMs in ", precision_name(precision),
+  dist::log0(app::model_line(opt.model, model.num_parameters(), "fp32 parameters"), "; GEMMs in ",
+             precision_name(precision),
              "; ", scaling.str());
 }
 

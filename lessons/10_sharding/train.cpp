@@ -75,8 +75,7 @@ int train(const app::Options& opt, const l10::ShardFlags& f) {
                                   ddp->reducer().num_buckets())
                : l10::sharded_formula(*sdp);
   };
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ", parameters,
-             " parameters; ", optimizer.describe(), "\n",
+  dist::log0(app::model_line(opt.model, parameters), "; ", optimizer.describe(), "\n",
              ddp ? ddp->describe() : sdp->describe() + "\n" + sdp->unit_summary());
   dist::log0(l10::describe_formula(formula()));
 

@@ -63,8 +63,7 @@ inline void log_grid(const Grid& g, int tp, int dp) {
 /// The model line (rank 0) and each rank's parameters against the formula.
 inline void print_setup(const app::Options& opt, nn::Sequential& model, int tp,
                         std::int64_t full_params, std::int64_t formula_params, double model_bytes) {
-  dist::log0("model: ", opt.model, " (", nn::model_summary(opt.model), "), ", full_params,
-             " parameters; ", count_mlp_blocks(model), " Megatron MLP block(s) split ", tp,
+  dist::log0(app::model_line(opt.model, full_params), "; ", count_mlp_blocks(model), " Megatron MLP block(s) split ", tp,
              " ways, the other layers replicated:\n", model.summary());
   dist::log_all("parameters on this rank: ", model.num_parameters(), " (formula ", formula_params,
                 ", full model ", full_params, "); parameters + gradients ",

@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "mgpu/error.h"
+#include "mgpu/nn/models.h"
 
 namespace mgpu::app {
 
@@ -30,6 +31,11 @@ std::string final_line(double test_acc, double train_loss, double samples_per_s,
   std::snprintf(buf, sizeof buf, "final: test_acc=%.4f train_loss=%.4f samples_per_s=%.0f time_s=%.1f",
                 test_acc, train_loss, samples_per_s, time_s);
   return buf;
+}
+
+std::string model_line(const std::string& name, std::int64_t parameters, const std::string& what) {
+  return "model: " + name + " (" + nn::model_summary(name) + "), " + std::to_string(parameters) +
+         " " + what;
 }
 
 std::string batch_line(std::int64_t batch, int data_parallel, int world, std::int64_t samples,

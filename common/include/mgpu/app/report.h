@@ -45,6 +45,11 @@ std::string final_line(double test_acc, double train_loss, double samples_per_s,
 std::string batch_line(std::int64_t batch, int data_parallel, int world, std::int64_t samples,
                        std::int64_t steps, const std::string& note = "");
 
+/// "model: mlp (784-256-128-10 MLP), 235146 parameters": the start of every program's model
+/// line (nn::model_summary of `name`); `what` names the parameters ("fp32 parameters").
+std::string model_line(const std::string& name, std::int64_t parameters,
+                       const std::string& what = "parameters");
+
 /// "1.79 MiB": `bytes` in MiB with `decimals` decimals.
 std::string mib(double bytes, int decimals = 2);
 
