@@ -32,12 +32,22 @@
 
 namespace bench {
 
+/// The machine's cores: the default of every benchmark's --threads.
+inline int default_threads() { return static_cast<int>(std::max(1u, std::thread::hardware_concurrency())); }
+
+/// --threads: the library's CPU threads, default the cores.
+inline void add_threads_option(CLI::App& app, int& threads) {
+  app.add_option("--threads", threads, "CPU threads of the library (its loops and its matrix products; default: the cores)")
+      ->capture_default_str()
+      ->check(mgpu::app::positive_integer(4096));
+}
+
 struct Options {
   std::string device = "auto";
   std::vector<std::int64_t> sizes;  // empty: the benchmark's default for the device
   int reps = 10;
   int warmup = 2;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = default_threads();
 };
 
 /// --device, --size (repeatable), --reps, --warmup, --threads (CLI11 adds --help).
@@ -52,9 +62,7 @@ inline void add_options(CLI::App& app, Options& opt) {
   app.add_option("--warmup", opt.warmup, "untimed runs first (allocator, caches, clocks)")
       ->capture_default_str()
       ->check(mgpu::app::non_negative_integer(1000000));
-  app.add_option("--threads", opt.threads, "CPU threads of the library (its loops and its matrix products; default: the cores)")
-      ->capture_default_str()
-      ->check(mgpu::app::positive_integer(4096));
+  add_threads_option(app, opt.threads);
 }
 
 /// "0.52 1.03 1.20": the 1, 5 and 15 minute load averages (other work on the machine).

@@ -135,7 +135,7 @@ int main(int argc, char** argv) {
   std::vector<std::string> devices, models = {"mlp", "cnn"};
   std::vector<std::int64_t> batches = {256};
   int reps = 20, warmup = 3;
-  int threads = static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
+  int threads = bench::default_threads();
   bool serve_mode = false;
   CLI::App app{"Training-step throughput (samples/s) of lesson 01's MLP and CNN."};
   app.add_option("--device", devices, "cpu, cuda, ... (repeatable; default: cpu, and cuda if present)");
@@ -147,8 +147,7 @@ int main(int argc, char** argv) {
       ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")
       ->check(mgpu::app::non_negative_integer())->capture_default_str();
-  app.add_option("--threads", threads, "CPU threads of the library (its loops and its matrix products; default: the cores)")
-      ->check(mgpu::app::positive_integer(4096))->capture_default_str();
+  bench::add_threads_option(app, threads);
   app.add_flag("--serve", serve_mode, "build and warm up, then run steps on request (see the top of the source)");
   CLI11_PARSE(app, argc, argv);
   if (devices.empty()) {
