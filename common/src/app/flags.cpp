@@ -5,6 +5,7 @@
 #include <cmath>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <sstream>
 
 #include "mgpu/data/dataset.h"
@@ -47,6 +48,18 @@ CLI::Validator integer_in(long long low, long long high, const std::string& what
       what == "a positive integer" ? "INT>0" : "INT>=0");
 }
 
+// A real number that `ok` accepts; otherwise "must be <must>, got '<text>'".
+CLI::Validator real_check(std::function<bool(double)> ok, const std::string& must,
+                          const std::string& description) {
+  return CLI::Validator(
+      [=](std::string& text) -> std::string {
+        double v = 0;
+        if (parse_real(text, v) && ok(v)) return "";
+        return "must be " + must + ", got '" + text + "'";
+      },
+      description);
+}
+
 }  // namespace
 
 CLI::Validator positive_integer(std::int64_t max) { return integer_in(1, max, "a positive integer"); }
@@ -56,47 +69,25 @@ CLI::Validator non_negative_integer(std::int64_t max) {
 }
 
 CLI::Validator real_in(double low, double high) {
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v >= low && v <= high) return "";
-        std::ostringstream os;
-        os << "must be a number from " << low << " to " << high << ", got '" << text << "'";
-        return os.str();
-      },
-      "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
+  std::ostringstream must;
+  must << "a number from " << low << " to " << high;
+  return real_check([=](double v) { return v >= low && v <= high; }, must.str(),
+                    "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + "]");
 }
 
 CLI::Validator real_below(double low, double high) {
-  return CLI::Validator(
-      [=](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v >= low && v < high) return "";
-        std::ostringstream os;
-        os << "must be a number from " << low << " to below " << high << ", got '" << text << "'";
-        return os.str();
-      },
-      "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + ")");
+  std::ostringstream must;
+  must << "a number from " << low << " to below " << high;
+  return real_check([=](double v) { return v >= low && v < high; }, must.str(),
+                    "NUM in [" + CLI::detail::to_string(low) + ", " + CLI::detail::to_string(high) + ")");
 }
 
 CLI::Validator non_negative_real() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v >= 0) return "";
-        return "must be a number >= 0, got '" + text + "'";
-      },
-      "NUM>=0");
+  return real_check([](double v) { return v >= 0; }, "a number >= 0", "NUM>=0");
 }
 
 CLI::Validator positive_real() {
-  return CLI::Validator(
-      [](std::string& text) -> std::string {
-        double v = 0;
-        if (parse_real(text, v) && v > 0) return "";
-        return "must be a number > 0, got '" + text + "'";
-      },
-      "NUM>0");
+  return real_check([](double v) { return v > 0; }, "a number > 0", "NUM>0");
 }
 
 void add_flags(CLI::App& cli, Options& opt, const FlagSet& which) {
