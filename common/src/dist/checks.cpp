@@ -156,7 +156,7 @@ void check_order_across_groups(const OpSignature& sig, const std::vector<std::in
   const std::vector<int> members = group_members(sig.group);
   if (static_cast<int>(members.size()) != size) return;
   auto count = [&](int i, int h) { return all[static_cast<std::size_t>(i) * kRecord + kFields + h]; };
-  for (int h = 0; h < kTrackedGroups; ++h) {
+  for (int h = 0, groups = registered_groups(); h < groups; ++h) {  // not all 256 slots
     if (h == sig.group) continue;
     const std::vector<int> other = group_members(h);
     int first = -1;

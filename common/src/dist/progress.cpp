@@ -146,6 +146,11 @@ int register_group_members(const std::vector<int>& members) {
   return static_cast<int>(board().groups.size()) - 1;
 }
 
+int registered_groups() {
+  std::lock_guard<std::mutex> lock(board().mutex);
+  return std::min(static_cast<int>(board().groups.size()), kTrackedGroups);
+}
+
 std::vector<int> group_members(int id) {
   std::lock_guard<std::mutex> lock(board().mutex);
   const auto& g = board().groups;

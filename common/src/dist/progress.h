@@ -50,6 +50,8 @@ std::string progress_board_missing();
 /// new_group(): the next group id, the same on every rank because every rank creates its
 /// groups in the same order. `members` are the group's world ranks, sorted.
 int register_group_members(const std::vector<int>& members);
+/// How many tracked groups exist so far (ids 0 .. this - 1; at most kTrackedGroups).
+int registered_groups();
 /// The world ranks of group `id` (empty for an unknown id).
 std::vector<int> group_members(int id);
 /// "group 0 (world, 3 ranks)" or "group 2 (ranks 0, 2)".
