@@ -72,8 +72,9 @@ bool overlaps(const Tensor& a, const Tensor& b) {
 }
 
 OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r, int root,
-                           const std::string& backend) {
+                           const std::string& backend, int group) {
   OpSignature s;
+  s.group = group;
   s.kind = kind;
   s.seq = seq;
   s.reduce = r;

@@ -19,7 +19,7 @@ void check_split(const char* op, const Tensor& big, const char* big_name, const 
 bool overlaps(const Tensor& a, const Tensor& b);
 
 OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r,
-                           int root, const std::string& backend);
+                           int root, const std::string& backend, int group);
 
 /// Debug mode: every rank sends its signature of the next collective to every other; if
 /// any differs from rank 0's, or two members' orders differ on a group they share, every

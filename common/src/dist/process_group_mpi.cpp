@@ -63,15 +63,13 @@ void MpiGroup::shutdown() {
 
 Work MpiGroup::collective(OpKind kind, const Tensor* t, ReduceOp r, int root,
                           std::function<Poll()> start) {
-  OpSignature sig = make_signature(kind, ++collective_seq_, t, r, root, "mpi");
-  sig.group = id_;
+  OpSignature sig = make_signature(kind, ++collective_seq_, t, r, root, "mpi", id_);
   note_issued(sig, debug_ ? &sig.issued_before : nullptr);
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 
 Work MpiGroup::p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start) {
-  OpSignature sig = make_signature(kind, ++p2p_seq_, t, ReduceOp::sum, peer, "mpi");
-  sig.group = id_;
+  OpSignature sig = make_signature(kind, ++p2p_seq_, t, ReduceOp::sum, peer, "mpi", id_);
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 

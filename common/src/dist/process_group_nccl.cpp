@@ -226,7 +226,7 @@ class NcclGroup final : public BackendGroup {
     check_rank(is_send ? "send" : "recv", o.peer, size(), is_send ? "destination" : "source");
     Held h{o, ready_event(o.tensor), std::make_shared<WorkState>(), ++p2p_seq_};
     h.state->what = make_signature(is_send ? OpKind::send : OpKind::recv, h.seq, &o.tensor,
-                                   ReduceOp::sum, o.peer, "nccl").describe();
+                                   ReduceOp::sum, o.peer, "nccl", id_).describe();
     std::weak_ptr<Hold> weak = hold_;
     h.state->on_wait = [weak] {
       if (auto hold = weak.lock()) hold->flush();
@@ -240,8 +240,7 @@ class NcclGroup final : public BackendGroup {
   // One NCCL group for the held messages; each Work completes when the group has.
   void launch_held(std::vector<Held> batch) {
     OpSignature sig = make_signature(OpKind::batch_p2p, batch.front().seq, nullptr,
-                                     ReduceOp::sum, -1, "nccl");
-    sig.group = id_;
+                                     ReduceOp::sum, -1, "nccl", id_);
     Device dev = device_;
     ncclComm_t comm = nccl_;
     Op op{sig, [batch, dev, comm]() -> Poll {
@@ -298,8 +297,7 @@ class NcclGroup final : public BackendGroup {
               std::function<void(cudaStream_t)> body) {
     hold_->flush();  // held sends and receives go first: issue order is run order
     std::int64_t seq = ++collective_seq_;
-    OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl");
-    sig.group = id_;
+    OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl", id_);
     note_issued(sig, debug_ ? &sig.issued_before : nullptr);
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
