@@ -81,24 +81,16 @@ __global__ void transpose_inner_kernel(const T* x, T* y, std::int64_t B, std::in
   }
 }
 
+// One thread per element of the output (cols for im2col, x for col2im): x and cols share
+// a device and a dtype.
 void im2col_cuda(const Tensor& x, Tensor& cols, const ConvGeometry& g) {
-  cudaStream_t stream = launch_stream(x.device());
-  dispatch_cuda_floating(x.dtype(), "im2col", [&](auto tag) {
-    using T = decltype(tag);
-    im2col_kernel<T><<<grid_for(cols.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(x), device_ptr<T>(cols), g, cols.numel());
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("im2col", cols, [](auto tag) { return im2col_kernel<decltype(tag)>; }, x,
+                     cols, g);
 }
 
 void col2im_cuda(const Tensor& cols, Tensor& x, const ConvGeometry& g) {
-  cudaStream_t stream = launch_stream(x.device());
-  dispatch_cuda_floating(x.dtype(), "col2im", [&](auto tag) {
-    using T = decltype(tag);
-    col2im_kernel<T><<<grid_for(x.numel()), kBlock, 0, stream>>>(
-        device_ptr<T>(cols), device_ptr<T>(x), g, x.numel());
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  launch_grid_stride("col2im", x, [](auto tag) { return col2im_kernel<decltype(tag)>; }, cols,
+                     x, g);
 }
 
 void transpose_inner_cuda(const Tensor& x, Tensor& y, std::int64_t batch, std::int64_t m,
