@@ -5,6 +5,7 @@ of lesson 01's MLP and CNN (bench_train and bench/train_torch.py), interleaved.
   bench/cpu_vs_torch.py                                  both models, batch 256, the cores
   bench/cpu_vs_torch.py --threads 1 --rounds 20
   bench/cpu_vs_torch.py --build-dir build-cpu --wait-policy active
+  bench/cpu_vs_torch.py --spin-us 0                      mgpu's idle threads sleep at once
 
 How it is fair:
 - The same environment for both, set here and printed: OMP_NUM_THREADS and
@@ -13,6 +14,11 @@ How it is fair:
   shared machine takes cores from everyone else), OPENBLAS_CORETYPE (the kernels OpenBLAS
   picks on this machine, pinned so both use the same ones: PyTorch's Linear layers run on
   the same OpenBLAS). Each program also sets its threads through its own API (--threads).
+- Waiting for work: OMP_WAIT_POLICY governs OpenMP's threads, on which PyTorch runs its
+  own loops. Neither program's matrix products wait that way: PyTorch's Linear layers run on
+  OpenBLAS's threads, which spin between products whatever the policy, and mgpu's pool (not
+  OpenMP) spins MGPU_SPIN_US microseconds, 100 by default, and then sleeps. --spin-us 0
+  makes mgpu's idle threads sleep at once, the closest it comes to PASSIVE.
 - Interleaved: both programs are started once, build their models and warm up, then wait
   for requests (--serve). Each round runs --steps steps of mgpu, then of PyTorch (the order
   swaps every round: A B, B A, ...), so a change in the machine's load hits both alike.
@@ -107,6 +113,8 @@ def main():
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1)
     p.add_argument("--wait-policy", choices=["passive", "active", "unset"], default="passive",
                    help="OMP_WAIT_POLICY for both (unset: each runtime's default)")
+    p.add_argument("--spin-us", type=int,
+                   help="MGPU_SPIN_US for mgpu's pool (default: the library's, 100; 0: sleep at once)")
     p.add_argument("--coretype", default="auto",
                    help="OPENBLAS_CORETYPE for both (auto: what OpenBLAS picks here)")
     p.add_argument("--rounds", type=int, default=10)
@@ -116,6 +124,8 @@ def main():
     args = p.parse_args()
     if args.threads < 1 or args.rounds < 1 or args.steps < 1:
         sys.exit("cpu_vs_torch.py: --threads, --rounds and --steps must be 1 or more")
+    if args.spin_us is not None and not 0 <= args.spin_us <= 1000000:
+        sys.exit("cpu_vs_torch.py: --spin-us takes 0 to 1000000 microseconds")
 
     bench_train = os.path.join(args.build_dir, "bench", "bench_train")
     if not os.path.exists(bench_train):
@@ -129,11 +139,14 @@ def main():
         env.pop("OMP_WAIT_POLICY", None)
     else:
         env["OMP_WAIT_POLICY"] = args.wait_policy.upper()
+    if args.spin_us is not None:
+        env["MGPU_SPIN_US"] = str(args.spin_us)  # mgpu's pool only; PyTorch does not read it
     coretype = openblas_coretype() if args.coretype == "auto" else args.coretype
     if coretype:
         env["OPENBLAS_CORETYPE"] = coretype
     pinned = " ".join(f"{k}={env[k]}" for k in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS",
-                                                "OMP_WAIT_POLICY", "OPENBLAS_CORETYPE") if k in env)
+                                                "OMP_WAIT_POLICY", "OPENBLAS_CORETYPE", "MGPU_SPIN_US")
+                      if k in env)
 
     load_before = os.getloadavg()
     common = ["--batch-size", str(args.batch_size), "--threads", str(args.threads),

@@ -12,7 +12,7 @@ python3-torch package (a python3 of pyenv or a venv earlier on PATH may not have
 Without PyTorch it says so and exits 0 (a benchmark prints numbers; it does not fail).
 
 --threads N (default: the machine's cores, as bench_train) sets PyTorch's threads and those
-of the OpenBLAS it calls for Linear layers, the way bench_train sets OpenMP's and
+of the OpenBLAS it calls for Linear layers, the way bench_train sets its pool's and
 OpenBLAS's: torch.set_num_threads leaves OpenBLAS's own pool as it found it. --serve is
 bench_train's protocol for bench/cpu_vs_torch.py (stdin "step MODEL BATCH N" answers
 "ms T1 ... TN"; "quit" ends).

@@ -1,12 +1,13 @@
-// Private: the CPU ops' loops over threads. ops/threads.cpp runs them with OpenMP; the
-// matrix products are such loops too, of single-threaded BLAS calls.
+// Private: the CPU ops' loops over threads. ops/threads.cpp runs them on the library's pool
+// (ops/thread_pool.cpp); the matrix products are such loops too, of single-threaded BLAS
+// calls.
 //
 //   parallel_for(0, n, kGrainSize, [&](std::int64_t begin, std::int64_t end) {
 //     for (std::int64_t i = begin; i < end; ++i) out[i] = f(in[i]);
 //   });
 //
-// Small loops stay on the calling thread: waking a second thread costs microseconds, so a
-// chunk must hold at least `grain` iterations' worth of work. Split only loops whose
+// Small loops stay on the calling thread: handing work to a second thread costs a
+// microsecond or more, so a chunk must hold at least `grain` iterations' worth of work. Split only loops whose
 // outputs are computed each on its own (a sum per output, in a fixed order): then the
 // thread count never changes a result.
 #pragma once

@@ -4,10 +4,10 @@
 //
 // On the CPU a large product is cut into blocks of C's rows (or columns, when C is wide
 // and short), one single-threaded BLAS call per block, and the blocks are shared among the
-// library's OpenMP threads like any other loop. The cut depends on the shapes alone, never
-// on the thread count, so neither do the results. One pool of threads for every op, instead
-// of OpenBLAS's own beside OpenMP's: OpenBLAS's idle threads spin (sched_yield) for a while
-// after each product and took a core from the loops that ran between the products.
+// library's threads like any other loop. The cut depends on the shapes alone, never on the
+// thread count, so neither do the results. One pool of threads for every op, instead of
+// OpenBLAS's own beside ours: OpenBLAS's idle threads spin (sched_yield) for a while after
+// each product and took a core from the loops that ran between the products.
 #include <algorithm>
 #include <vector>
 
@@ -42,8 +42,8 @@ std::vector<float> to_float(const Tensor& t) {
 }
 
 // A block's multiply-adds (about a tenth of a millisecond on one core): below twice this a
-// product is one call on the calling thread. Waking the other threads (asleep under
-// OMP_WAIT_POLICY=PASSIVE) costs tens of microseconds, more on a busy machine.
+// product is one call on the calling thread. Handing a block to another thread costs a
+// microsecond when it is spinning, tens of microseconds when it has gone to sleep.
 constexpr std::int64_t kBlockWork = std::int64_t{1} << 22;
 // Rows (or columns) per block at least: every block packs the whole other operand for the
 // BLAS kernel again, which costs about as much as multiplying it by a few dozen rows.

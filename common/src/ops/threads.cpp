@@ -1,19 +1,19 @@
-// The CPU ops' threads: OpenMP runs parallel_for's chunks, the matrix products' blocks
-// among them; OpenBLAS runs each call on the thread that made it.
+// The CPU ops' threads: the pool (thread_pool.cpp) runs parallel_for's chunks, the matrix
+// products' blocks among them; OpenBLAS runs each call on the thread that made it.
 #include "mgpu/threads.h"
+
+#include <sched.h>
 
 #include <atomic>
 #include <cstdlib>
 #include <exception>
 #include <mutex>
 #include <sstream>
-
-#ifdef _OPENMP
-#include <omp.h>
-#endif
+#include <thread>
 
 #include "mgpu/error.h"
 #include "parallel_for.h"
+#include "thread_pool.h"
 
 // OpenBLAS's controls, declared weak: with another BLAS they are null and only our own
 // loops follow set_num_threads.
@@ -26,16 +26,28 @@ char* openblas_get_corename() __attribute__((weak));
 namespace mgpu {
 namespace {
 
-int default_threads() {
-#ifdef _OPENMP
-  return omp_get_max_threads();  // OMP_NUM_THREADS, else the cores
-#else
-  return 1;
-#endif
+// The cores this process may run on (taskset, a container's CPU set), else the machine's.
+int usable_cores() {
+  cpu_set_t set;
+  if (sched_getaffinity(0, sizeof set, &set) == 0) return CPU_COUNT(&set);
+  return static_cast<int>(std::max(1u, std::thread::hardware_concurrency()));
 }
 
-// One count for every thread that calls an op: OpenMP's own setting is per calling thread,
-// and lesson 02 runs ops from threads of its own.
+// OMP_NUM_THREADS (its first number, as OpenMP reads "4,2"), else the usable cores. The
+// variable is OpenMP's, and the pool is not; it is read because it is the one every
+// launcher and script already sets, PyTorch's CPU threads included.
+int default_threads() {
+  const char* text = std::getenv("OMP_NUM_THREADS");
+  if (text == nullptr || *text == '\0') return usable_cores();
+  char* end = nullptr;
+  const long n = std::strtol(text, &end, 10);
+  MGPU_CHECK(end != text && (*end == '\0' || *end == ',') && n >= 1 && n <= 4096,
+             "OMP_NUM_THREADS=", text, ": give the CPU threads as a whole number from 1 to 4096 "
+             "(or unset it for one per core)");
+  return static_cast<int>(n);
+}
+
+// One count for every thread that calls an op (lesson 02 runs ops from threads of its own).
 std::atomic<int>& thread_count() {
   static std::atomic<int> n{default_threads()};
   return n;
@@ -53,13 +65,8 @@ int num_threads() { return thread_count(); }
 std::string cpu_threading_summary() {
   std::ostringstream os;
   os << num_threads() << (num_threads() == 1 ? " thread" : " threads");
-#ifdef _OPENMP
-  os << " (OpenMP)";
-#else
-  os << " (built without OpenMP: our loops run on one)";
-#endif
-  const char* wait = std::getenv("OMP_WAIT_POLICY");
-  os << "; OMP_WAIT_POLICY=" << (wait ? wait : "(unset)");
+  os << " (mgpu's pool; an idle thread spins " << detail::pool_spin_us()
+     << " us, then sleeps: MGPU_SPIN_US)";
   if (openblas_get_config) {
     std::string config = openblas_get_config();  // "OpenBLAS 0.3.21 DYNAMIC_ARCH ..."
     os << "; " << config.substr(0, config.find(' ', config.find(' ') + 1));
@@ -87,32 +94,45 @@ void blas_single_threaded() {
   });
 }
 
+namespace {
+
+struct Job {
+  std::int64_t begin, n;
+  int chunks;
+  RangeFn fn;
+  void* body;
+  std::exception_ptr error;
+  std::once_flag first_error;
+};
+
+// Chunk c of `chunks` equal parts; an exception must not leave a worker: the first is kept
+// and rethrown by the caller once every chunk has returned.
+void run_chunk(void* context, int c) {
+  Job& job = *static_cast<Job*>(context);
+  const std::int64_t lo = job.begin + job.n * c / job.chunks;
+  const std::int64_t hi = job.begin + job.n * (c + 1) / job.chunks;
+  try {
+    job.fn(job.body, lo, hi);
+  } catch (...) {
+    std::call_once(job.first_error, [&] { job.error = std::current_exception(); });
+  }
+}
+
+}  // namespace
+
 void run_parallel(std::int64_t begin, std::int64_t end, std::int64_t grain, RangeFn fn, void* body) {
   const std::int64_t n = end - begin;
   grain = std::max<std::int64_t>(grain, 1);
-  int threads = num_threads();
-#ifdef _OPENMP
-  if (omp_in_parallel()) threads = 1;  // already inside a parallel loop: no nested teams
-#endif
   // One chunk per thread, each at least `grain` long.
-  const std::int64_t chunks = std::min<std::int64_t>(threads, std::max<std::int64_t>(1, n / grain));
-  if (chunks <= 1) {
+  const std::int64_t chunks = std::min<std::int64_t>(num_threads(), std::max<std::int64_t>(1, n / grain));
+  Job job{begin, n, static_cast<int>(chunks), fn, body, nullptr, {}};
+  // On one thread when there is one chunk, when the pool is busy with another thread's
+  // loop, or inside a loop already.
+  if (chunks <= 1 || !pool_run(job.chunks, run_chunk, &job)) {
     fn(body, begin, end);
     return;
   }
-  std::exception_ptr error;
-  std::once_flag first_error;
-  // An exception must not leave an OpenMP region: keep the first and rethrow it after.
-#pragma omp parallel for num_threads(static_cast<int>(chunks)) schedule(static, 1)
-  for (std::int64_t c = 0; c < chunks; ++c) {
-    const std::int64_t lo = begin + n * c / chunks, hi = begin + n * (c + 1) / chunks;
-    try {
-      fn(body, lo, hi);
-    } catch (...) {
-      std::call_once(first_error, [&] { error = std::current_exception(); });
-    }
-  }
-  if (error) std::rethrow_exception(error);
+  if (job.error) std::rethrow_exception(job.error);
 }
 
 }  // namespace detail
