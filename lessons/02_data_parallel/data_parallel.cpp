@@ -2,11 +2,19 @@
 // Read it after the tasks; every step is one call into them.
 #include "data_parallel.h"
 
+#include <chrono>
+
 #include "mgpu/app/clock.h"
 #include "mgpu/stream.h"
 
 namespace mgpu::lesson02 {
 namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double us_since(Clock::time_point start) {
+  return std::chrono::duration<double, std::micro>(Clock::now() - start).count();
+}
 
 // Microseconds on the programs' one clock (app::now_s), so spans go into their trace as they are.
 double now_us() { return app::now_s() * 1e6; }
@@ -18,6 +26,44 @@ std::string device_list(const std::vector<Device>& devices) {
 }
 
 }  // namespace
+
+// ---- The interpreter-like lock (§6) ----------------------------------------------------------
+InterpreterLock::InterpreterLock(double hold_us) : hold_us_(hold_us) {
+  MGPU_CHECK(hold_us > 0, "InterpreterLock: hold_us must be positive, got ", hold_us);
+}
+
+void InterpreterLock::bookkeeping() {
+  const Clock::time_point asked = Clock::now();
+  std::lock_guard<std::mutex> lock(mutex_);
+  waited_us_ += us_since(asked);
+  ++acquisitions_;
+  // Busy work, not a sleep: an interpreter running bytecode keeps its core busy.
+  const Clock::time_point start = Clock::now();
+  while (us_since(start) < hold_us_) {
+  }
+}
+
+Tensor InterpreterLock::forward(nn::Module& m, const Tensor& x) {
+  bookkeeping();  // m's own __call__ and the Python lines of its forward
+  auto* layers = dynamic_cast<nn::Sequential*>(&m);
+  if (layers == nullptr) return m.forward(x);  // a leaf: its op runs without the lock
+  // Sequential::forward is exactly this loop, so the result is the same bits.
+  Tensor h = x;
+  for (std::size_t i = 0; i < layers->size(); ++i) h = forward((*layers)[i], h);
+  return h;
+}
+
+std::int64_t InterpreterLock::acquisitions() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return acquisitions_;
+}
+
+double InterpreterLock::waited_us() const {
+  std::lock_guard<std::mutex> lock(mutex_);
+  return waited_us_;
+}
+
+// ---- DataParallel ---------------------------------------------------------------------------
 
 DataParallel::DataParallel(std::shared_ptr<nn::Module> module, std::vector<Device> devices)
     : module_(std::move(module)), devices_(std::move(devices)) {
@@ -86,6 +132,12 @@ std::vector<Tensor> DataParallel::run_replicas(std::size_t n, const char* name,
   }
 }
 
+void DataParallel::serialize_python_like(double hold_us) {
+  MGPU_CHECK(hold_us >= 0 && hold_us <= 1e6, "DataParallel::serialize_python_like: hold_us is ",
+             hold_us, "; give the microseconds of bookkeeping per module call, 0 to turn it off");
+  interpreter_lock_ = hold_us > 0 ? std::make_unique<InterpreterLock>(hold_us) : nullptr;
+}
+
 void DataParallel::train(bool on) {
   for (auto& r : replicas_) r->train(on);
   module_->train(on);
@@ -110,8 +162,11 @@ Tensor DataParallel::forward(const Tensor& x) {
   phase_done("broadcast", t);
 
   // Step 3) every replica runs its chunk, all at once.
-  const std::vector<Tensor> outputs =
-      run_replicas(active, "forward", [&](std::size_t i) { return running[i]->forward(chunks[i]); });
+  // With the interpreter-like lock on, the threads take turns for each module call (§6).
+  const std::vector<Tensor> outputs = run_replicas(active, "forward", [&](std::size_t i) {
+    return interpreter_lock_ ? interpreter_lock_->forward(*running[i], chunks[i])
+                             : running[i]->forward(chunks[i]);
+  });
   phase_done("forward", t);
 
   // Step 4) the outputs come back to device 0, where the loss is computed.

@@ -87,6 +87,42 @@ using ReplicaWork = std::function<Tensor(std::size_t i)>;
 /// device and the original message (the lowest failing replica when several fail).
 std::vector<Tensor> parallel_apply(const std::vector<Device>& devices, const ReplicaWork& work);
 
+// ---- A stand-in for Python's global interpreter lock (data_parallel.cpp, given) --------------
+
+/// What PyTorch's DataParallel threads share and ours do not: Python's global interpreter
+/// lock. In PyTorch every module call runs Python code (`__call__`, the module's `forward`,
+/// the argument parsing of each op) holding the lock, and releases it inside the op's
+/// kernel; the backward runs in the C++ autograd engine without it. This lock makes our
+/// replica threads take turns the same way: every module call of a replica's forward first
+/// does `hold_us` microseconds of busy work (the interpreter's share) holding one mutex that
+/// every replica shares, then runs the layer without it. Only the timing changes: the same
+/// layers run in the same order on the same data (lesson 02, §6).
+/// The default busy work per module call (microseconds): the Python time of one small
+/// module call in PyTorch, measured with bench/python_call_cost.py (lesson 02, §6).
+inline constexpr double kPythonCallUs = 10;
+
+class InterpreterLock {
+ public:
+  /// hold_us > 0: the busy work done under the lock per module call.
+  explicit InterpreterLock(double hold_us);
+  /// Module `m`'s forward of x as a replica thread under the lock would run it: the lock is
+  /// taken for m's own call, then again for each layer when m is a Sequential (nested
+  /// Sequentials are walked the same way). The result is m.forward(x), bit for bit.
+  Tensor forward(nn::Module& m, const Tensor& x);
+  double hold_us() const { return hold_us_; }
+  /// Module calls so far (each took the lock once), and the time threads spent waiting for
+  /// the lock while another thread held it (microseconds, summed over threads).
+  std::int64_t acquisitions() const;
+  double waited_us() const;
+
+ private:
+  void bookkeeping();  // hold the lock for hold_us_ of busy work
+  const double hold_us_;
+  mutable std::mutex mutex_;
+  std::int64_t acquisitions_ = 0;
+  double waited_us_ = 0;
+};
+
 // ---- The wrapper (data_parallel.cpp, given) ---------------------------------------------------
 
 /// Wall time (ms) per phase, summed over steps.
@@ -136,6 +172,11 @@ class DataParallel {
   PhaseTimes& times() { return times_; }
   /// While on, every phase and every replica's forward/backward is kept as a Span.
   void record_spans(bool on) { record_spans_ = on; }
+  /// With hold_us > 0, every replica's forward takes an InterpreterLock per module call, as
+  /// PyTorch's threads take Python's lock (§6); 0 turns it off (the default).
+  void serialize_python_like(double hold_us);
+  /// The lock in use, or null when off.
+  const InterpreterLock* interpreter_lock() const { return interpreter_lock_.get(); }
   /// The spans recorded so far (and forgets them).
   std::vector<Span> take_spans();
 
@@ -153,6 +194,7 @@ class DataParallel {
   Traffic traffic_;
   PhaseTimes times_;
   bool record_spans_ = false;
+  std::unique_ptr<InterpreterLock> interpreter_lock_;
   std::mutex spans_mutex_;
   std::vector<Span> spans_;
   void add_span(const std::string& name, int track, double start_us, double end_us);

@@ -18,7 +18,13 @@ namespace {
 using namespace mgpu;
 namespace l02 = mgpu::lesson02;
 
-int train(const app::Options& opt) {
+// --serialize-python-like: the replicas' forward takes turns as under Python's lock (§6).
+struct PythonLike {
+  bool on = false;
+  double hold_us = 0;  // set in main
+};
+
+int train(const app::Options& opt, const PythonLike& python_like) {
   const std::vector<Device> devices = parse_devices(opt.device);
   MGPU_CHECK(!devices.empty(), "--devices: no device in '", opt.device, "'");
   const int k = static_cast<int>(devices.size());
@@ -36,6 +42,7 @@ int train(const app::Options& opt) {
   auto model = nn::make_model(opt.model, data.train->sample_shape(), data.train->num_classes());
   model->to(devices[0]);
   l02::DataParallel dp(model, devices);
+  if (python_like.on) dp.serialize_python_like(python_like.hold_us);
   optim::SGD optimizer(model->parameters(), {opt.lr, opt.momentum, opt.weight_decay});
   nn::CrossEntropyLoss loss_fn;
   l02::print_setup(opt, *model, optimizer, devices);
@@ -110,6 +117,18 @@ int main(int argc, char** argv) {
   flags.device_help = "devices, e.g. cpu:0,cpu:1 or cuda:0,cuda:1 (device 0 first)";
   flags.batch_help = "the TOTAL batch, split across the devices (as nn.DataParallel)";
   app::add_flags(cli, opt, flags);
+  PythonLike python_like;
+  python_like.hold_us = l02::kPythonCallUs;
+  CLI::Option* serialize =
+      cli.add_flag("--serialize-python-like", python_like.on,
+                   "hold one lock shared by all replicas around each module call of the "
+                   "forward, as Python's interpreter lock would (chapter §6); only the timing "
+                   "changes");
+  cli.add_option("--python-call-us", python_like.hold_us,
+                 "microseconds of busy work under that lock per module call")
+      ->capture_default_str()
+      ->check(CLI::Range(1e-3, 1e6))
+      ->needs(serialize);
   CLI11_PARSE(cli, argc, argv);
-  return app::run_main([&] { return train(opt); });
+  return app::run_main([&] { return train(opt, python_like); });
 }

@@ -85,6 +85,12 @@ inline void print_report(DataParallel& dp, const std::vector<Device>& devices, s
   for (const char* p : {"data", "scatter", "broadcast", "forward", "gather", "loss",
                         "grad_scatter", "backward", "reduce", "optimizer"})
     std::printf(" %s %.2f", p, dp.times().ms[p] / static_cast<double>(std::max<std::int64_t>(1, steps)));
+  if (const InterpreterLock* lock = dp.interpreter_lock())
+    std::printf("\ninterpreter-like lock (--serialize-python-like): %lld module calls took it "
+                "(training and evaluation), %.1f us of busy work each; threads waited %.1f ms "
+                "in all for it",
+                static_cast<long long>(lock->acquisitions()), lock->hold_us(),
+                lock->waited_us() / 1000.0);
   std::printf("\npeak memory per device (after the first step):");
   for (const Device& d : devices)
     std::printf("  %s %s", d.str().c_str(), format_bytes(memory_stats(d).peak_allocated).c_str());

@@ -175,6 +175,41 @@ TEST_CASE("task2: BatchNorm's running statistics come from device 0's chunk only
   CHECK(max_rel_diff(dp.replicas()[1]->buffer("1.running_mean"), mine) < 1e-15);
 }
 
+TEST_CASE("task4: the interpreter-like lock changes only the timing: the same bits, one lock per "
+          "module call",
+          "[02_data_parallel][task4][points:1]") {
+  auto plain_model = small_bn_mlp(650);
+  auto locked_model = small_bn_mlp(650);
+  const Tensor x = random_tensor({10, 6}, 651), labels = random_labels(10, 3, 652);
+  l02::DataParallel plain(plain_model, cpus(3));  // chunks of 4, 4 and 2 rows
+  l02::DataParallel locked(locked_model, cpus(3));
+  locked.serialize_python_like(50);
+  REQUIRE(locked.interpreter_lock() != nullptr);
+  auto step = [&](l02::DataParallel& dp) {
+    nn::CrossEntropyLoss loss;
+    const Tensor out = dp.forward(x);
+    loss.forward(out, labels);
+    dp.backward(loss.backward());
+    return out;
+  };
+  const std::vector<double> want = step(plain).to_vector<double>();
+  const std::vector<double> got = step(locked).to_vector<double>();
+  CHECK(got == want);
+  const auto pg = plain_model->parameters(), lg = locked_model->parameters();
+  for (std::size_t j = 0; j < pg.size(); ++j) {
+    INFO("parameter " << pg[j]->name());
+    CHECK(lg[j]->grad.to_vector<double>() == pg[j]->grad.to_vector<double>());
+  }
+  CHECK(locked_model->buffer("1.running_mean").to_vector<double>() ==
+        plain_model->buffer("1.running_mean").to_vector<double>());
+  // Each of the 3 replicas: one call of the Sequential and one per layer, each under the lock.
+  CHECK(locked.interpreter_lock()->acquisitions() ==
+        3 * (1 + static_cast<std::int64_t>(plain_model->size())));
+  CHECK_THROWS_AS(locked.serialize_python_like(-1), mgpu::Error);
+  locked.serialize_python_like(0);
+  CHECK(locked.interpreter_lock() == nullptr);
+}
+
 TEST_CASE("task3: traffic goes through device 0, and device 0 holds the most memory",
           "[02_data_parallel][task3][points:3]") {
   // Fresh logical devices, so no other test's tensors are counted.
