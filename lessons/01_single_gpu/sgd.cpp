@@ -20,13 +20,14 @@ std::string SGD::describe() const {
 }
 
 void SGD::step() {
-  // TODO(task2) BEGIN: for every parameter p in params() that requires_grad():
-  //   d = p->grad, or a clone() of it plus weight_decay * p->value when weight_decay != 0
-  //       (axpy_; never change p->grad itself);
-  //   with momentum: the buffer is find_state(*p, "momentum_buffer"); if it is nullptr this
-  //       is the first step: create it as a clone of d with set_state(...); otherwise
-  //       buf = momentum * buf + d (scale_, add_); then d = buf;
-  //   p->value -= lr() * d (axpy_).  (about 15 lines)
+  // What you have: params(), lr(), momentum_, weight_decay_; a Parameter's value, grad and
+  // requires_grad(); clone(); axpy_(y, a, x): y += a·x; scale_(t, a); add_(t, u);
+  // find_state(p, "momentum_buffer") -> the buffer or nullptr; set_state(p, name, t) stores t
+  // and returns a reference to it.
+  // TODO(task2) BEGIN: one update by PyTorch's SGD rule (chapter §5, task 2) of every
+  // parameter that requires a gradient. Invariants: p->grad is exactly as backward left it
+  // afterwards; the momentum buffer is optimizer state of its own, a tensor that nothing else
+  // aliases, kept under the name "momentum_buffer". (about 15 lines)
   MGPU_FAIL("TODO(task2): lesson01::SGD::step is not written yet "
             "(lessons/01_single_gpu/sgd.cpp); ", params().size(), " parameters to update");
   // TODO(task2) END

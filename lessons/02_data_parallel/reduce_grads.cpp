@@ -16,9 +16,11 @@ void reduce_add_gradients(nn::Module& target, const std::vector<std::shared_ptr<
     MGPU_CHECK(from.size() == to.size(), "reduce_add_gradients: replica ", r, " has ",
                from.size(), " parameters, the target ", to.size(),
                "; replicas must be copies of the target (replicate())");
-    // TODO(task3) BEGIN: for every parameter j whose grad is defined on both sides (a frozen
-    // parameter has none): bring the replica's grad to the target's device with counted_to
-    // (Phase::reduce) and add it onto to[j]->grad with add_ (about 6 lines).
+    // What you have: from/to (the replica's and the target's parameters, matched by position);
+    // grad.defined(); counted_to(t, device, Phase::reduce, traffic); add_(t, u).
+    // TODO(task3) BEGIN: the target's grad gains this replica's gradient (a sum, chapter §4),
+    // for every parameter that has a gradient on both sides (a frozen one has none).
+    // (about 6 lines)
     (void)traffic;
     MGPU_FAIL("TODO(task3): reduce_add_gradients is not written yet (lessons/02_data_parallel/reduce_grads.cpp)");
     // TODO(task3) END

@@ -10,7 +10,9 @@ Tensor Stage::forward(const Tensor& x) {
   MGPU_CHECK(x.device() == device, "Stage::forward: the input is ", x.str(),
              " but the stage lives on ", device.str(), "; copy it first (x.to(stage.device))");
   Tensor h = x;
-  // TODO(task1) BEGIN: run the layers in order, each on the previous one's output (about 2 lines).
+  // What you have: layers (the stage's modules, in model order); a module's forward(x).
+  // TODO(task1) BEGIN: h becomes the stage's output: its layers applied in model order.
+  // (about 2 lines)
   MGPU_FAIL("TODO(task1): Stage::forward is not written yet (lessons/03_model_parallel/stage.cpp)");
   // TODO(task1) END
   return h;
@@ -21,7 +23,9 @@ Tensor Stage::backward(const Tensor& grad_out) {
   MGPU_CHECK(grad_out.device() == device, "Stage::backward: the gradient is ", grad_out.str(),
              " but the stage lives on ", device.str(), "; copy it first");
   Tensor g = grad_out;
-  // TODO(task1) BEGIN: run the layers' backward in reverse order (about 2 lines).
+  // What you have: layers; a module's backward(grad_out) -> the gradient of its input.
+  // TODO(task1) BEGIN: g becomes the gradient of the stage's input: the chain rule through
+  // the layers, last layer first. (about 2 lines)
   MGPU_FAIL("TODO(task1): Stage::backward is not written yet (lessons/03_model_parallel/stage.cpp)");
   // TODO(task1) END
   return g;
@@ -41,9 +45,11 @@ std::vector<Stage> split_model(nn::Sequential& model, const std::vector<std::siz
                " then ", boundaries[i]);
   }
   std::vector<Stage> stages(devices.size());
-  // TODO(task1) BEGIN: stage k gets layers [begin, end) with begin = 0 or boundaries[k-1] and
-  // end = boundaries[k] or model.size(): set device and first_layer, move each layer to the
-  // stage's device (model.at(i)->to(device)) and add it to the stage (about 10 lines).
+  // What you have: n = model.size(); model.at(i) -> layer i (shared); a module's to(device);
+  // a Stage's device, first_layer and layers.
+  // TODO(task1) BEGIN: stage k holds, on devices[k], the consecutive layers from boundary k-1
+  // (0 for the first stage) up to boundary k (n for the last), in order, and knows the index
+  // of its first layer (chapter §2). Every layer belongs to exactly one stage. (about 10 lines)
   MGPU_FAIL("TODO(task1): split_model is not written yet (lessons/03_model_parallel/stage.cpp)");
   // TODO(task1) END
   return stages;
@@ -52,8 +58,10 @@ std::vector<Stage> split_model(nn::Sequential& model, const std::vector<std::siz
 Tensor forward_through(std::vector<Stage>& stages, const Tensor& x) {
   MGPU_CHECK(!stages.empty(), "forward_through: no stages");
   Tensor h = x;
-  // TODO(task1) BEGIN: for each stage: copy h to the stage's device (h.to(...)), then run
-  // the stage (about 2 lines).
+  // What you have: a Stage's device and forward(x) (x must be on the stage's device);
+  // h.to(device).
+  // TODO(task1) BEGIN: h becomes the model's output: the input through every stage in order,
+  // each stage reading its input on its own device. (about 2 lines)
   MGPU_FAIL("TODO(task1): forward_through is not written yet (lessons/03_model_parallel/stage.cpp)");
   // TODO(task1) END
   return h;
@@ -62,7 +70,10 @@ Tensor forward_through(std::vector<Stage>& stages, const Tensor& x) {
 Tensor backward_through(std::vector<Stage>& stages, const Tensor& grad_out) {
   MGPU_CHECK(!stages.empty(), "backward_through: no stages");
   Tensor g = grad_out;
-  // TODO(task1) BEGIN: the same from the last stage to the first, with backward (about 2 lines).
+  // What you have: a Stage's device and backward(grad_out) (on the stage's device); g.to(device).
+  // TODO(task1) BEGIN: g becomes the gradient of the model's input: the output's gradient
+  // through every stage from the last to the first, each stage reading it on its own device.
+  // (about 2 lines)
   MGPU_FAIL("TODO(task1): backward_through is not written yet (lessons/03_model_parallel/stage.cpp)");
   // TODO(task1) END
   return g;

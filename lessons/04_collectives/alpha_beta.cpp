@@ -17,12 +17,12 @@ AlphaBeta fit_alpha_beta(const std::vector<Timing>& timings, int p) {
   MGPU_CHECK(p >= 2, "fit_alpha_beta: p = ", p, ": one rank sends no messages, so there is "
              "nothing to fit (measure with 2 ranks or more)");
   AlphaBeta model;
-  // TODO(task4) BEGIN: fit the line T = a + b n to the timings by least squares weighted
-  // with 1 / T_i^2 (README section 4 derives the 2x2 normal equations and their solution),
-  // then turn the line's a and b into model.alpha and model.beta (the file comment above).
-  // Throw mgpu::Error (MGPU_CHECK) for a time that is not positive and for timings with
-  // fewer than two distinct sizes, where the equations have no single solution.
-  // (about 15 lines)
+  // What you have: each Timing's bytes and seconds; MGPU_CHECK(condition, message...) throws
+  // mgpu::Error; the relation between a line's a, b and alpha, beta in the file comment above.
+  // TODO(task4) BEGIN: model.alpha and model.beta from the line T = a + b·n that fits the
+  // timings by least squares weighted with 1 / T_i² (chapter §4 derives the 2×2 normal
+  // equations and their solution). A time that is not positive, or fewer than two distinct
+  // sizes (no single line fits), is an mgpu::Error that says so. (about 15 lines)
   MGPU_FAIL("TODO(task4): fit_alpha_beta is not written yet "
             "(lessons/04_collectives/alpha_beta.cpp); ", timings.size(), " timing(s), p = ", p);
   // TODO(task4) END

@@ -18,12 +18,15 @@ void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
   // Where a received chunk lands before it is added (chunk 0 is the largest chunk).
   Tensor incoming = Tensor::empty({chunk_range(flat.numel(), p, 0).size()}, data.dtype(),
                                   data.device());
-  // TODO(task1) BEGIN: p-1 steps. At each, send one chunk to the right, receive the chunk
-  // that arrives from the left into the front of `incoming` (exactly as many elements as
-  // that chunk has), and add it into your own copy of that chunk; README section 3 gives
-  // which chunk at step s. Post the send and the receive before waiting on either.
-  // Invariant: the chunk sent at step s is the one added at step s-1, so it carries s+1
-  // ranks' shares; after the last step chunk r holds all p. (about 10 lines)
+  // What you have: chunk(flat, p, i) -> chunk i (mod p) of flat, a view; t.slice(0, n) -> the
+  // first n elements of a 1-D tensor, a view; pg.send(t, to) and pg.recv(t, from) -> a Work,
+  // whose wait() blocks until the message is through; add_into(dst, src): dst += src.
+  // TODO(task1) BEGIN: the reduce-scatter of chapter §3 in p-1 steps: every step each rank
+  // passes one chunk to its right and adds the chunk from its left into its own copy (the
+  // received chunk lands in `incoming` first). Invariants: the chunk sent at step s is the
+  // one added at step s-1, so it carries s+1 ranks' shares, and after the last step chunk r
+  // holds all p; a rank never waits for a message before its own are posted (the ring would
+  // deadlock). (about 10 lines)
   MGPU_FAIL("TODO(task1): ring_reduce_scatter is not written yet "
             "(lessons/04_collectives/ring.cpp); rank ", r, " of ", p, ", data ", data.str());
   // TODO(task1) END
@@ -33,18 +36,22 @@ void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
   const int p = pg.size(), r = pg.rank();
   [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
   Tensor flat = data.reshape({-1});
-  // TODO(task2) BEGIN: p-1 steps. At each, send a finished chunk to the right (your own
-  // first, then the one you just received) and receive the next finished chunk from the
-  // left straight into its place in `flat` (README section 3); post both, then wait for
-  // both. Invariant: after step s you hold s+2 finished chunks. (about 6 lines)
+  // What you have: chunk(flat, p, i); pg.send(t, to) and pg.recv(t, from) -> a Work; wait().
+  // TODO(task2) BEGIN: the all-gather of chapter §3 in p-1 steps: every finished chunk walks
+  // once around the ring, each received chunk landing straight in its place in `flat`.
+  // Invariant: after step s a rank holds s+2 finished chunks; both messages of a step are
+  // posted before either is waited for. (about 6 lines)
   MGPU_FAIL("TODO(task2): ring_all_gather is not written yet "
             "(lessons/04_collectives/ring.cpp); rank ", r, " of ", p, ", data ", data.str());
   // TODO(task2) END
 }
 
 void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
-  // TODO(task3) BEGIN: reduce-scatter, then all-gather, on the same tensor; nothing to do
-  // for an empty tensor or a world of one. (about 3 lines)
+  // What you have: ring_reduce_scatter and ring_all_gather (tasks 1 and 2); data.numel(),
+  // pg.size().
+  // TODO(task3) BEGIN: every rank's data becomes the elementwise sum over all ranks, in place,
+  // with 2(p-1) chunks sent per rank (chapter §3); an empty tensor or a world of one needs no
+  // message at all. (about 3 lines)
   MGPU_FAIL("TODO(task3): ring_all_reduce is not written yet "
             "(lessons/04_collectives/ring.cpp); rank ", pg.rank(), " of ", pg.size(), ", data ",
             data.str());

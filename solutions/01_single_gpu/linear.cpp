@@ -49,9 +49,12 @@ Tensor Linear::forward(const Tensor& x) {
   check_defined("lesson01::Linear::forward", x, "x");
   MGPU_CHECK(x.ndim() == 2 && x.size(1) == in_, describe(), ": input is ", x.str(),
              ", expected [N, ", in_, "] (put a Flatten in front for images)");
-  // TODO(task1) BEGIN: y = x W^T with matmul (trans_b), then the bias on every row
-  // (add_rowwise_) if the layer has one; in training mode (is_training()) remember x with
-  // saved_inputs_.push(describe(), x). Return y. (about 5 lines)
+  // What you have: matmul(a, b, trans_a, trans_b) (either operand transposed); add_rowwise_(y, v)
+  // adds v to every row of y; weight().value, bias().value, has_bias_; is_training();
+  // saved_inputs_.push(key, t) keeps t for backward under key describe() (pop takes it back).
+  // TODO(task1) BEGIN: y = x Wᵀ + b for the N rows of x (chapter §5, task 1), the bias only
+  // when the layer has one; in training mode x is kept for the backward, in evaluation mode
+  // nothing is kept. Output [N, out]. (about 5 lines)
   Tensor y = matmul(x, weight().value, /*trans_a=*/false, /*trans_b=*/true);
   if (has_bias_) add_rowwise_(y, bias().value);
   if (is_training()) saved_inputs_.push(describe(), x);
@@ -61,10 +64,14 @@ Tensor Linear::forward(const Tensor& x) {
 
 Tensor Linear::backward(const Tensor& grad_out) {
   check_defined("lesson01::Linear::backward", grad_out, "grad_out");
-  // TODO(task1) BEGIN: take back x (saved_inputs_.pop(describe())). For the weight, and
-  // then the bias, if it requires_grad(): ADD this batch's gradient to its `grad` (other
-  // backwards may have added theirs: use matmul_out with beta = 1, and add_ with
-  // sum(grad_out, 0)), then call its notify_grad_ready(). Return dL/dx = grad_out W.
+  // What you have: saved_inputs_.pop(describe()) -> the x of the matching forward;
+  // matmul_out(out, a, b, trans_a, trans_b, alpha, beta): out = alpha·(a b) + beta·out;
+  // matmul; sum(t, dim); add_(t, u); weight(), bias(), has_bias_; a Parameter's value, grad,
+  // requires_grad() and notify_grad_ready().
+  // TODO(task1) BEGIN: the three gradients of chapter §5 from grad_out [N, out] and the saved
+  // x. Invariants: a parameter's gradient is ADDED to its grad (earlier backwards may have
+  // put theirs there); a parameter that does not require a gradient is left untouched; each
+  // parameter announces its gradient the moment it is final. Returns dL/dx [N, in].
   // (about 12 lines)
   Tensor x = saved_inputs_.pop(describe());
   nn::Parameter& w = weight();

@@ -6,13 +6,12 @@ namespace mgpu::lesson01 {
 
 StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn, optim::Optimizer& optimizer,
                       const Tensor& inputs, const Tensor& labels) {
-  // TODO(task3) BEGIN: the five steps of training, in order:
-  //   1) optimizer.zero_grad()  (backward ADDS to the gradients)
-  //   2) logits = model.forward(inputs)
-  //   3) loss = loss_fn.forward(logits, labels)
-  //   4) model.backward(loss_fn.backward())
-  //   5) optimizer.step()
-  // and return {loss.item(), count_correct(logits, labels), batch size}. (about 10 lines)
+  // What you have: optimizer.zero_grad() and step(); model.forward and backward;
+  // loss_fn.forward(logits, labels) -> the batch's mean loss (0-d), loss_fn.backward() -> its
+  // gradient with respect to the logits; Tensor::item(); count_correct(logits, labels).
+  // TODO(task3) BEGIN: one training step on this batch (chapter §1): afterwards the weights
+  // have moved once, by this batch's gradient alone (backward ADDS to the gradients). Returns
+  // {the mean loss, the correct predictions, the batch size}. (about 10 lines)
   optimizer.zero_grad();
   Tensor logits = model.forward(inputs);
   Tensor loss = loss_fn.forward(logits, labels);
@@ -27,11 +26,12 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn, optim::O
 }
 
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
-  // TODO(task3) BEGIN: model.eval(); go through one epoch of the loader
-  // (loader.start_epoch(0), then while (loader.next(batch))): forward, the batch's mean loss
-  // (an nn::CrossEntropyLoss) and count_correct. Batches can differ in size (the last one),
-  // so weight each batch's mean loss by its size. model.train() at the end.
-  // Return the mean loss, the accuracy (a fraction) and the number of samples. (about 15 lines)
+  // What you have: model.eval() and train(); loader.start_epoch(e), then loader.next(batch)
+  // until it returns false; nn::CrossEntropyLoss; count_correct(logits, labels); item().
+  // TODO(task3) BEGIN: the mean loss and the accuracy over one pass of the loader in
+  // evaluation mode, the model back in training mode afterwards. Batches may differ in size
+  // (the last one): the mean is over samples, not over batches. Returns {loss, accuracy (a
+  // fraction), samples}. (about 15 lines)
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   double loss_sum = 0;

@@ -32,11 +32,14 @@ std::vector<Tensor> parallel_apply(const std::vector<Device>& devices, const Rep
   const std::size_t n = devices.size();
   std::vector<Tensor> results(n);
   std::vector<std::exception_ptr> errors(n);
-  // TODO(task4) BEGIN: start one std::thread per device. Thread i: make devices[i] current
-  // (DeviceGuard), results[i] = work(i), then wait for the device's queued work
-  // (Stream::current(devices[i]).synchronize()) so errors and timings belong to this step;
-  // catch everything into errors[i] (std::current_exception()): an exception must never
-  // leave a thread. Then join every thread (about 15 lines).
+  // What you have: std::thread; DeviceGuard(device) makes a device current for its scope;
+  // Stream::current(device).synchronize() waits for the device's queued work;
+  // std::current_exception(); results[i] and errors[i], one slot per replica.
+  // TODO(task4) BEGIN: work(i) runs on a thread of its own with devices[i] current, all at
+  // the same time (chapter §5). Invariants: results[i] is ready when the call returns (the
+  // device's queued work included); no exception ever leaves a thread (it lands in
+  // errors[i]); every started thread is joined before the function goes on, even when one
+  // failed. (about 15 lines)
   std::vector<std::thread> threads;
   threads.reserve(n);
   auto run_replica = [&](std::size_t i) {

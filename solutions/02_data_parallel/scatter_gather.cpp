@@ -14,8 +14,10 @@ std::vector<std::int64_t> chunk_sizes(std::int64_t batch, int num_devices) {
              " rows; DataParallel splits the total batch across the devices, so it needs at "
              "least one row");
   std::vector<std::int64_t> sizes;
-  // TODO(task1) BEGIN: every chunk gets ceil(batch / num_devices) rows, the last one what is
-  // left; stop when the rows run out, so there may be fewer chunks than devices (about 6 lines).
+  // What you have: integer arithmetic; sizes.push_back.
+  // TODO(task1) BEGIN: the chunk sizes of chapter §2, as Tensor.chunk cuts them. Invariants:
+  // the sizes add up to batch, each is at least 1, and there are never more chunks than
+  // devices (there may be fewer). (about 6 lines)
   const std::int64_t per_chunk = (batch + num_devices - 1) / num_devices;
   for (std::int64_t begin = 0; begin < batch; begin += per_chunk)
     sizes.push_back(std::min(per_chunk, batch - begin));
@@ -32,8 +34,11 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
   const std::vector<std::int64_t> sizes =
       chunk_sizes(x.size(0), static_cast<int>(devices.size()));
   std::vector<Tensor> chunks;
-  // TODO(task1) BEGIN: for each size, take the next rows of x with x.slice(begin, end) and
-  // move them to devices[i] with counted_to(..., phase, traffic) (about 6 lines).
+  // What you have: sizes (from chunk_sizes); x.slice(begin, end) -> a view of rows
+  // [begin, end); counted_to(t, device, phase, traffic) -> t on `device`, copied (and counted)
+  // only when it is elsewhere.
+  // TODO(task1) BEGIN: chunk i holds the next sizes[i] rows of x and lives on devices[i];
+  // together the chunks hold every row of x once, in order. (about 6 lines)
   std::int64_t begin = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     chunks.push_back(counted_to(x.slice(begin, begin + sizes[i]), devices[i], phase, traffic));
@@ -65,10 +70,12 @@ Tensor gather(const std::vector<Tensor>& parts, const Device& out_device, Traffi
                "; only dimension 0 may differ");
   }
   Tensor out;
-  // TODO(task1) BEGIN: `out` on out_device holds the parts one after another along
-  // dimension 0, each copied into its rows with counted_copy(dst, src, phase, traffic); a
-  // 0-d part counts as one row, so scalars give a vector of parts.size() values (about 12
-  // lines).
+  // What you have: first (parts[0]) and scalars (true when every part is 0-d);
+  // Tensor::empty(shape, dtype, device); t.slice(begin, end) -> a view of rows [begin, end);
+  // t.reshape(shape); counted_copy(dst, src, phase, traffic) copies into a view and counts it.
+  // TODO(task1) BEGIN: `out`, on out_device, holds the parts' rows one after another along
+  // dimension 0 (chapter §2); a 0-d part counts as one row, so scalars give a vector of
+  // parts.size() values. (about 12 lines)
   std::int64_t rows = 0;
   for (const Tensor& p : parts) rows += scalars ? 1 : p.size(0);
   Shape shape = scalars ? Shape{rows} : first.shape();
