@@ -1,4 +1,4 @@
-// ReLU and Flatten.
+// ReLU, GELU and Flatten.
 #include "mgpu/nn/activation.h"
 
 #include "mgpu/ops.h"
@@ -18,6 +18,23 @@ Tensor ReLU::backward(const Tensor& grad_out) {
 
 std::shared_ptr<Module> ReLU::clone() const {
   auto copy = std::shared_ptr<ReLU>(new ReLU(*this));
+  copy->saved_.clear();
+  return copy;
+}
+
+Tensor GELU::forward(const Tensor& x) {
+  if (is_training()) saved_.push("GELU", x);
+  return gelu(x);
+}
+
+Tensor GELU::backward(const Tensor& grad_out) {
+  Tensor x = saved_.pop("GELU");
+  if (!input_requires_grad()) return Tensor();
+  return gelu_backward(grad_out, x);
+}
+
+std::shared_ptr<Module> GELU::clone() const {
+  auto copy = std::shared_ptr<GELU>(new GELU(*this));
   copy->saved_.clear();
   return copy;
 }

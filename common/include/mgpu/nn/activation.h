@@ -1,5 +1,5 @@
 /// @file activation.h
-/// @brief Parameter-free layers: ReLU and Flatten.
+/// @brief Parameter-free layers: ReLU, GELU and Flatten.
 #pragma once
 
 #include "mgpu/nn/module.h"
@@ -18,6 +18,32 @@ class ReLU : public Module {
  protected:
   /// Copies everything (clone() then drops the saved contexts).
   ReLU(const ReLU&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  SavedContexts<Tensor> saved_;
+};
+
+/// GELU in its tanh form, GPT-2's activation (PyTorch: nn.GELU(approximate='tanh')):
+///     gelu(x) = x/2 · (1 + tanh(√(2/π) · (x + 0.044715 x³)))
+Tensor gelu(const Tensor& x);
+/// dL/dx of gelu from dL/dy and the forward's input x:
+///     dL/dx = dL/dy · (½(1 + t) + ½ x (1 − t²) √(2/π) (1 + 3 · 0.044715 x²)),  t = tanh(...)
+Tensor gelu_backward(const Tensor& grad_out, const Tensor& x);
+
+/// gelu(x), elementwise. Keeps its input for backward.
+class GELU : public Module {
+ public:
+  GELU() = default;
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override { return "GELU(approximate='tanh')"; }
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  GELU(const GELU&) = default;
   void clear_saved_self() override { saved_.clear(); }
   std::size_t saved_self() const override { return saved_.size(); }
 

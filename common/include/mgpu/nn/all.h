@@ -8,6 +8,7 @@
 #include "mgpu/nn/dropout.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/nn/init.h"
+#include "mgpu/nn/layernorm.h"
 #include "mgpu/nn/linear.h"
 #include "mgpu/nn/loss.h"
 #include "mgpu/nn/maxpool2d.h"

@@ -1,0 +1,120 @@
+// The transformer's layers on the CPU: LayerNorm and GELU (tanh form) against values PyTorch
+// prints for the same inputs, their gradients against central finite differences in f64,
+// and ([gpu]) CUDA against the CPU in every floating dtype.
+#include "gpu.h"
+#include "mgpu/nn/all.h"
+#include "nn_test_util.h"
+
+using namespace mgpu;
+using namespace mgpu::nn;
+using mgpu::testing::gpu_rtol;
+using nntest::check_close;
+using nntest::gradcheck;
+using nntest::random_tensor;
+using nntest::values;
+
+namespace {
+
+Tensor f64(std::vector<double> v, Shape shape) { return Tensor::from_vector(v, shape); }
+
+}  // namespace
+
+TEST_CASE("GELU (tanh) gives PyTorch's values and slopes", "[nn][transformer][gelu]") {
+  // torch.nn.functional.gelu(x, approximate='tanh') in float64, and its derivative.
+  const Tensor x = f64({-2.0, -0.5, 0.0, 0.25, 1.0, 3.0}, {6});
+  const Tensor want_y = f64({-0.045402305912224938, -0.15428599017485606, 0, 0.149675350701685,
+                             0.84119199060827676, 2.9963626079182268}, {6});
+  const Tensor want_dy = f64({-0.086099256623618295, 0.13263009646535764, 0.5,
+                              0.69535409515106039, 1.0829640838457826, 1.0115841666309695}, {6});
+  check_close(gelu(x), want_y, 1e-14, 1e-16, "gelu");
+  check_close(gelu_backward(Tensor::full({6}, 1.0, DType::f64), x), want_dy, 1e-14, 1e-16,
+              "gelu slope");
+}
+
+TEST_CASE("LayerNorm gives PyTorch's values: each row normalized on its own",
+          "[nn][transformer][layernorm]") {
+  LayerNorm ln(4);
+  ln.to(DType::f64);
+  CHECK(ln.eps() == 1e-5);
+  CHECK(values(ln.weight().value) == std::vector<double>{1, 1, 1, 1});  // PyTorch's init
+  CHECK(values(ln.bias().value) == std::vector<double>{0, 0, 0, 0});
+  cast_(ln.weight().value, f64({1.0, 2.0, -0.5, 0.25}, {4}));
+  cast_(ln.bias().value, f64({0.0, 0.1, -0.2, 0.3}, {4}));
+  const Tensor x = f64({1, 2, 3, 5, -1, 0.5, 0.5, 2}, {2, 4});
+  // torch.nn.LayerNorm(4) in float64 with the same weight and bias.
+  const Tensor want = f64({-1.1832132521355803, -0.9141827875447831, -0.28451523229539866,
+                           0.6803185453292937, -1.4142072770213869, 0.1, -0.2,
+                           0.65355181925534667}, {2, 4});
+  check_close(ln.forward(x), want, 1e-13, 1e-15, "LayerNorm forward");
+  ln.clear_saved();
+  // A row does not see the other rows: the first row alone gives the same first row.
+  check_close(ln.forward(x.slice(0, 1)), want.slice(0, 1), 1e-15, 1e-15, "one row alone");
+  ln.clear_saved();
+  // Training and evaluation mode compute the same thing (no running statistics).
+  ln.eval();
+  check_close(ln.forward(x), want, 1e-13, 1e-15, "LayerNorm forward in eval mode");
+}
+
+TEST_CASE("LayerNorm and GELU gradients match finite differences", "[nn][gradcheck][transformer]") {
+  manual_seed(7);
+  for (bool bias : {true, false}) {
+    LayerNorm ln(6, 1e-5, bias);
+    ln.to(DType::f64);
+    uniform_(ln.weight().value, 71, 0.5, 1.5);  // not all ones: the weight's path is checked
+    if (bias) uniform_(ln.bias().value, 72, -0.5, 0.5);
+    gradcheck(ln, random_tensor({2, 3, 6}, 73), 74);  // [B, T, C]
+  }
+  GELU g;
+  gradcheck(g, random_tensor({4, 5}, 75, DType::f64, -3.0, 3.0), 76);
+}
+
+TEST_CASE("LayerNorm: a bad input is a clear error, a frozen weight is left alone",
+          "[nn][transformer][layernorm]") {
+  LayerNorm ln(4);
+  ln.to(DType::f64);
+  try {
+    ln.forward(Tensor::zeros({2, 5}, DType::f64));
+    FAIL("no error for a last dimension of 5");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("expected [..., 4]") != std::string::npos);
+  }
+  ln.weight().set_requires_grad(false);
+  ln.zero_grad();
+  ln.forward(random_tensor({3, 4}, 81));
+  ln.backward(random_tensor({3, 4}, 82));
+  CHECK_FALSE(ln.weight().grad.defined());
+  CHECK(values(ln.bias().grad) != std::vector<double>(4, 0.0));
+  CHECK_THROWS_AS(LayerNorm(0), Error);
+}
+
+TEST_CASE("LayerNorm and GELU on CUDA match the CPU", "[nn][transformer][gpu]") {
+  const Device gpu = Device::cuda(0);
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    INFO("dtype " << dtype_name(dtype));
+    const double rtol = gpu_rtol(dtype), atol = dtype == DType::f64 ? 1e-12 : 4 * rtol;
+    // C = 1000: more values than a block has threads, rows that stride over it.
+    for (std::int64_t C : {7, 1000}) {
+      LayerNorm ln(C);
+      ln.to(dtype);
+      uniform_(ln.weight().value, 91, 0.5, 1.5);
+      uniform_(ln.bias().value, 92, -0.5, 0.5);
+      auto ln_gpu = ln.clone();
+      ln_gpu->to(gpu);
+      const Tensor x = random_tensor({3, 5, C}, 93, dtype, -2.0, 2.0);
+      const Tensor g = random_tensor({3, 5, C}, 94, dtype);
+      check_close(ln_gpu->forward(x.to(gpu)).to(Device::cpu()), ln.forward(x), rtol, atol,
+                  "LayerNorm forward");
+      check_close(ln_gpu->backward(g.to(gpu)).to(Device::cpu()), ln.backward(g), rtol, atol,
+                  "LayerNorm dL/dx");
+      auto cpu_params = ln.named_parameters(), gpu_params = ln_gpu->named_parameters();
+      for (std::size_t i = 0; i < cpu_params.size(); ++i)
+        check_close(gpu_params[i].second->grad.to(Device::cpu()), cpu_params[i].second->grad,
+                    rtol, 15 * atol, "LayerNorm grad of " + cpu_params[i].first);
+    }
+    const Tensor x = random_tensor({1000}, 95, dtype, -4.0, 4.0);
+    const Tensor g = random_tensor({1000}, 96, dtype);
+    check_close(gelu(x.to(gpu)).to(Device::cpu()), gelu(x), rtol, atol, "gelu");
+    check_close(gelu_backward(g.to(gpu), x.to(gpu)).to(Device::cpu()), gelu_backward(g, x), rtol,
+                atol, "gelu_backward");
+  }
+}
