@@ -8,8 +8,8 @@ same whole batch and dy to torch.nn.BatchNorm1d/2d in one process (training mode
 same weight, bias, eps and momentum) and prints, per case, the largest absolute
 difference of y, dx, the running mean and variance, and grad_weight / grad_bias.
 
-  python3 lessons/06_sync_batchnorm/compare_torch.py                  (the library's layer)
-  python3 lessons/06_sync_batchnorm/compare_torch.py --layer lesson \\
+  python3 lessons/06_sync_batchnorm/compare_torch.py                  (the reference's steps)
+  python3 lessons/06_sync_batchnorm/compare_torch.py \\
       --program build/lessons/06_sync_batchnorm/sync_bn_cases        (yours)
 
 PyTorch comes from pip or from Debian (apt-get install python3-torch, for /usr/bin/python3).
@@ -32,9 +32,8 @@ def fail(message):
     sys.exit(2)
 
 
-def run_cases(program, layer, ranks, out_path):
-    cmd = [os.path.join(ROOT, "tools", "mpirun"), "-np", str(ranks), program,
-           "--layer", layer, "--out", out_path]
+def run_cases(program, ranks, out_path):
+    cmd = [os.path.join(ROOT, "tools", "mpirun"), "-np", str(ranks), program, "--out", out_path]
     done = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     if done.returncode != 0:
         fail(f"{' '.join(cmd)} failed (exit {done.returncode}):\n{done.stdout}{done.stderr}")
@@ -74,9 +73,8 @@ def main():
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--program", default=os.path.join(ROOT, "build", "solutions",
                                                           "06_sync_batchnorm", "sync_bn_cases"),
-                        help="the sync_bn_cases binary (default: %(default)s)")
-    parser.add_argument("--layer", choices=["library", "lesson"], default="library",
-                        help="parallel::SyncBatchNorm or lesson06::SyncBatchNorm")
+                        help="the sync_bn_cases binary (default: %(default)s): the reference's "
+                             "steps; build/lessons/06_sync_batchnorm/sync_bn_cases runs yours")
     parser.add_argument("--ranks", type=int, nargs="+", default=[2, 3],
                         help="world sizes to run (default: 2 3)")
     args = parser.parse_args()
@@ -88,12 +86,12 @@ def main():
     if not os.access(args.program, os.X_OK):
         fail(f"{args.program} is not built: ninja -C build solutions-06_sync_batchnorm "
              "(or pass --program)")
-    print(f"torch {torch.__version__}; SyncBatchNorm ({args.layer}) vs torch.nn.BatchNorm on the "
+    print(f"torch {torch.__version__}; SyncBatchNorm ({args.program}) vs torch.nn.BatchNorm on the "
           "concatenated batch; largest absolute differences")
     worst_ratio = 0.0
     with tempfile.TemporaryDirectory() as tmp:
         for ranks in args.ranks:
-            data = run_cases(args.program, args.layer, ranks, os.path.join(tmp, f"np{ranks}.json"))
+            data = run_cases(args.program, ranks, os.path.join(tmp, f"np{ranks}.json"))
             for case in data["cases"]:
                 bn, steps = torch_reference(torch, case)
                 diffs = {

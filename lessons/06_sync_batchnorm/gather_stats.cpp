@@ -1,9 +1,9 @@
 // Lesson 06, task 1: this rank's batch statistics, exchanged with one all_gather.
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
-#include "sync_bn_lesson.h"
+#include "mgpu/parallel/sync_batchnorm_steps.h"
 
-namespace mgpu::lesson06 {
+namespace mgpu::parallel {
 
 Tensor gather_batch_stats(const Tensor& x, double eps, dist::ProcessGroup& group) {
   MGPU_CHECK(x.ndim() >= 2 && x.size(1) > 0, "gather_batch_stats: input is ", x.str(),
@@ -23,4 +23,4 @@ Tensor gather_batch_stats(const Tensor& x, double eps, dist::ProcessGroup& group
   // TODO(task1) END
 }
 
-}  // namespace mgpu::lesson06
+}  // namespace mgpu::parallel

@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "mgpu/ops.h"
-#include "sync_bn_lesson.h"
+#include "mgpu/parallel/sync_batchnorm_steps.h"
 
-namespace mgpu::lesson06 {
+namespace mgpu::parallel {
 
 namespace {
 
@@ -56,4 +56,4 @@ GlobalBatchStats batch_norm_gather_stats_with_counts(const Tensor& gathered, Ten
   return GlobalBatchStats{channel_tensor(mean, gathered), channel_tensor(invstd, gathered), count};
 }
 
-}  // namespace mgpu::lesson06
+}  // namespace mgpu::parallel

@@ -3,8 +3,11 @@
 // its running statistics and gradients. compare_torch.py feeds the same batches to
 // PyTorch's BatchNorm in one process and prints the largest differences.
 //
+// The layer is the library's parallel::SyncBatchNorm: with the reference's steps in
+// build/solutions/, with yours in build/lessons/.
+//
 //   tools/mpirun -np 3 build/solutions/06_sync_batchnorm/sync_bn_cases --out cases.json
-//   tools/mpirun -np 2 build/lessons/06_sync_batchnorm/sync_bn_cases --layer lesson --out mine.json
+//   tools/mpirun -np 2 build/lessons/06_sync_batchnorm/sync_bn_cases --out mine.json
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -20,7 +23,6 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/all.h"
-#include "sync_bn_lesson.h"
 
 namespace {
 
@@ -90,7 +92,7 @@ std::vector<double> gather_to_root(dist::ProcessGroup& g, const std::vector<doub
   return all;
 }
 
-nlohmann::json run_case(const Case& c, dist::ProcessGroup& g, bool lesson_layer) {
+nlohmann::json run_case(const Case& c, dist::ProcessGroup& g) {
   const int rank = g.rank();
   std::int64_t total = 0, begin = 0;
   for (int r = 0; r < g.size(); ++r) {
@@ -101,12 +103,7 @@ nlohmann::json run_case(const Case& c, dist::ProcessGroup& g, bool lesson_layer)
   Shape whole{total};
   whole.insert(whole.end(), c.sample.begin(), c.sample.end());
   const std::int64_t C = c.sample[0];
-  std::shared_ptr<par::SyncBatchNorm> bn;
-  if (lesson_layer) {
-    bn = std::make_shared<mgpu::lesson06::SyncBatchNorm>(C, 1e-5, c.momentum, true, true, &g);
-  } else {
-    bn = std::make_shared<par::SyncBatchNorm>(C, 1e-5, c.momentum, true, true, &g);
-  }
+  auto bn = std::make_shared<par::SyncBatchNorm>(C, 1e-5, c.momentum, true, true, &g);
   bn->to(c.dtype);
   mgpu::uniform_(bn->weight().value, 5, 0.5, 1.5);
   mgpu::uniform_(bn->bias().value, 6, -0.5, 0.5);
@@ -144,24 +141,22 @@ nlohmann::json run_case(const Case& c, dist::ProcessGroup& g, bool lesson_layer)
 
 int main(int argc, char** argv) {
   dist::Runtime runtime(&argc, &argv);
-  std::string out_path = "sync_bn_cases.json", layer = "library";
+  std::string out_path = "sync_bn_cases.json";
   CLI::App app{"Lesson 06: SyncBatchNorm cases for compare_torch.py (whole batches, outputs, "
                "running statistics, gradients) as JSON"};
   app.add_option("--out", out_path, "the JSON file rank 0 writes")->capture_default_str();
-  app.add_option("--layer", layer, "library (parallel::SyncBatchNorm) or lesson (yours)")
-      ->capture_default_str()->check(CLI::IsMember({"library", "lesson"}));
   CLI11_PARSE(app, argc, argv);
   try {
     auto g = mgpu::app::quiet_cpu_group();
-    nlohmann::json all{{"world_size", g->size()}, {"layer", layer}, {"cases", nlohmann::json::array()}};
-    for (const Case& c : cases(g->size())) all["cases"].push_back(run_case(c, *g, layer == "lesson"));
+    nlohmann::json all{{"world_size", g->size()}, {"cases", nlohmann::json::array()}};
+    for (const Case& c : cases(g->size())) all["cases"].push_back(run_case(c, *g));
     if (g->rank() == 0) {
       std::ofstream f(out_path);
       MGPU_CHECK(f.good(), "--out: cannot write ", out_path);
       f << all.dump() << "\n";
       MGPU_CHECK(f.good(), "--out: writing ", out_path, " failed (disk full?)");
-      std::printf("sync_bn_cases: %zu cases on %d rank(s), %s layer -> %s\n", all["cases"].size(),
-                  g->size(), layer.c_str(), out_path.c_str());
+      std::printf("sync_bn_cases: %zu cases on %d rank(s) -> %s\n", all["cases"].size(),
+                  g->size(), out_path.c_str());
     }
   } catch (const std::exception& e) {
     dist::abort_job(std::string("sync_bn_cases: ") + e.what());

@@ -18,7 +18,6 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
-#include "sync_bn_lesson.h"
 #include "train_report.h"
 
 namespace {
@@ -54,7 +53,7 @@ int train(const app::Options& opt, bool sync_bn, bool train_mode_eval) {
   model->to(device);
   const std::string batchnorms = l06::batchnorm_line(*model, opt.model, sync_bn);
   if (sync_bn) {
-    model = l06::convert_sync_batchnorm(model);
+    model = par::convert_sync_batchnorm(model);
     l06::trace_sync_steps(*model, run.trace());  // each synchronised step on track "syncbn"
   }
   par::DistributedDataParallel ddp(model, *ranks.group);

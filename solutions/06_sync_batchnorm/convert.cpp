@@ -3,9 +3,9 @@
 #include <vector>
 
 #include "mgpu/nn/batchnorm.h"
-#include "sync_bn_lesson.h"
+#include "mgpu/parallel/sync_batchnorm.h"
 
-namespace mgpu::lesson06 {
+namespace mgpu::parallel {
 
 std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> module,
                                                    dist::ProcessGroup* process_group) {
@@ -51,4 +51,4 @@ std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> m
   // TODO(task4) END
 }
 
-}  // namespace mgpu::lesson06
+}  // namespace mgpu::parallel

@@ -1,9 +1,9 @@
 // Lesson 06, task 3: SyncBatchNorm's backward: the local sums, one all_reduce, dx.
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
-#include "sync_bn_lesson.h"
+#include "mgpu/parallel/sync_batchnorm_steps.h"
 
-namespace mgpu::lesson06 {
+namespace mgpu::parallel {
 
 SyncBatchNormGrads sync_batch_norm_backward(const Tensor& grad_out, const Tensor& x,
                                             const Tensor& mean, const Tensor& invstd,
@@ -50,4 +50,4 @@ SyncBatchNormGrads sync_batch_norm_backward(const Tensor& grad_out, const Tensor
   return out;
 }
 
-}  // namespace mgpu::lesson06
+}  // namespace mgpu::parallel

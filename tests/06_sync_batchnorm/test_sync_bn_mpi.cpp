@@ -2,9 +2,9 @@
 // from a seed and takes its own rows (different sizes per rank, sometimes none); the
 // reference is nn::BatchNorm on the whole batch in one process.
 //
-// Each test isolates its task where it can: the layers below take the library's reference
-// for the other steps, so a bug in task 1 costs task 1's points only. The finite-difference
-// check runs your whole lesson06::SyncBatchNorm.
+// The library's parallel::SyncBatchNorm runs your steps: the test binary of task K links
+// your code of task K and the reference of the other tasks, so a bug in task 1 costs task
+// 1's points only.
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -12,48 +12,12 @@
 #include <vector>
 
 #include "mgpu/parallel/all.h"
-#include "sync_bn_lesson.h"
 #include "../common/parallel/sync_bn_test_util.h"
 
 using namespace sbn_test;
-namespace l06 = mgpu::lesson06;
 namespace par = mgpu::parallel;
 
 namespace {
-
-// Your gather_batch_stats (task 1), the reference merge and backward.
-class Task1Layer : public par::SyncBatchNorm {
- public:
-  using par::SyncBatchNorm::SyncBatchNorm;
-
- protected:
-  Tensor gather_stats(const Tensor& x, dist::ProcessGroup& g) override {
-    return l06::gather_batch_stats(x, eps(), g);
-  }
-};
-// Your merge (task 2), the reference gather and backward.
-class Task2Layer : public par::SyncBatchNorm {
- public:
-  using par::SyncBatchNorm::SyncBatchNorm;
-
- protected:
-  par::GlobalBatchStats merge_stats(const Tensor& gathered, Tensor& rm, Tensor& rv,
-                                    double momentum) override {
-    return l06::batch_norm_gather_stats_with_counts(gathered, rm, rv, momentum, eps());
-  }
-};
-// Your backward (task 3), the reference forward.
-class Task3Layer : public par::SyncBatchNorm {
- public:
-  using par::SyncBatchNorm::SyncBatchNorm;
-
- protected:
-  par::SyncBatchNormGrads backward_sync(const Tensor& dy, const Tensor& x, const Tensor& mean,
-                                        const Tensor& invstd, const Tensor& weight,
-                                        std::int64_t count, dist::ProcessGroup& g) override {
-    return l06::sync_batch_norm_backward(dy, x, mean, invstd, weight, count, g);
-  }
-};
 
 template <typename Layer>
 LayerFactory layer_on(dist::ProcessGroup& g, std::optional<double> momentum = 0.1) {
@@ -82,7 +46,7 @@ std::vector<double> expected_row(const Tensor& x_all, const Split& split, int r,
 void check_gathered_rows(const Split& split, const Shape& whole_shape) {
   const int W = group().size();
   const Tensor x_all = global_batch(whole_shape, 11, DType::f32);
-  const Tensor got = l06::gather_batch_stats(my_rows(x_all, split), 1e-5, group());
+  const Tensor got = par::gather_batch_stats(my_rows(x_all, split), 1e-5, group());
   const std::int64_t C = whole_shape[1];
   REQUIRE(got.shape() == Shape({W, 2 * C + 1}));
   CHECK(got.dtype() == DType::f32);
@@ -107,7 +71,7 @@ TEST_CASE("task1: row r of the gathered tensor is rank r's mean, invstd and coun
   check_gathered_rows(uneven_split(), {uneven_split().total(), 2, 3, 2});
   // f64 input: f64 statistics.
   const Tensor x = my_rows(global_batch({uneven_split().total(), 2}, 12, DType::f64), uneven_split());
-  CHECK(l06::gather_batch_stats(x, 1e-5, group()).dtype() == DType::f64);
+  CHECK(par::gather_batch_stats(x, 1e-5, group()).dtype() == DType::f64);
 }
 
 TEST_CASE("task1: a rank with an empty batch sends zeros with count 0, and nobody waits for it",
@@ -118,8 +82,8 @@ TEST_CASE("task1: a rank with an empty batch sends zeros with count 0, and nobod
 
 TEST_CASE("task1: forward with your gather equals BatchNorm on the whole batch",
           "[06_sync_batchnorm][task1][points:2]") {
-  check_against_batchnorm(layer_on<Task1Layer>(group()), {3}, uneven_split(), DType::f32, 1e-5);
-  check_against_batchnorm(layer_on<Task1Layer>(group()), {2, 3, 2}, split_with_empty_rank(),
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {3}, uneven_split(), DType::f32, 1e-5);
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {2, 3, 2}, split_with_empty_rank(),
                           DType::f32, 1e-5);
 }
 
@@ -138,7 +102,7 @@ TEST_CASE("task2: the chapter's worked example: {1, 3}, {}, {4, 6, 8} merge to m
   Tensor running_mean = Tensor::from_vector(std::vector<double>{1.0}, {1});
   Tensor running_var = Tensor::from_vector(std::vector<double>{1.0}, {1});
   const par::GlobalBatchStats g =
-      l06::batch_norm_gather_stats_with_counts(gathered, running_mean, running_var, 0.1, eps);
+      par::batch_norm_gather_stats_with_counts(gathered, running_mean, running_var, 0.1, eps);
   CHECK(g.count == 5);
   REQUIRE(g.mean.numel() == 1);
   CHECK(g.mean.item() == Approx(4.4).epsilon(1e-12));
@@ -148,7 +112,7 @@ TEST_CASE("task2: the chapter's worked example: {1, 3}, {}, {4, 6, 8} merge to m
   CHECK(running_var.item() == Approx(0.9 * 1.0 + 0.1 * 5.84 * 5 / 4).epsilon(1e-9));
   // Undefined running statistics (track_running_stats = false) are left alone.
   Tensor none_mean, none_var;
-  CHECK(l06::batch_norm_gather_stats_with_counts(gathered, none_mean, none_var, 0.1, eps).count == 5);
+  CHECK(par::batch_norm_gather_stats_with_counts(gathered, none_mean, none_var, 0.1, eps).count == 5);
   CHECK_FALSE(none_mean.defined());
 }
 
@@ -157,25 +121,25 @@ TEST_CASE("task2: a world with 0 or 1 value per channel is an error; 2 values ar
   Tensor rm, rv;
   // One value on each of two ranks: a variance exists (batch 1 per rank trains).
   const Tensor two = Tensor::from_vector(std::vector<float>{1, 316.2f, 1, 3, 316.2f, 1}, {2, 3});
-  CHECK(l06::batch_norm_gather_stats_with_counts(two, rm, rv, 0.1, 1e-5).mean.item() == Approx(2));
+  CHECK(par::batch_norm_gather_stats_with_counts(two, rm, rv, 0.1, 1e-5).mean.item() == Approx(2));
   const Tensor empty = Tensor::zeros({2, 3});
-  CHECK_THROWS(l06::batch_norm_gather_stats_with_counts(empty, rm, rv, 0.1, 1e-5));
+  CHECK_THROWS(par::batch_norm_gather_stats_with_counts(empty, rm, rv, 0.1, 1e-5));
   const Tensor single = Tensor::from_vector(std::vector<float>{0, 0, 0, 2, 316.2f, 1}, {2, 3});
-  CHECK_THROWS(l06::batch_norm_gather_stats_with_counts(single, rm, rv, 0.1, 1e-5));
+  CHECK_THROWS(par::batch_norm_gather_stats_with_counts(single, rm, rv, 0.1, 1e-5));
 }
 
 TEST_CASE("task2: forward with your merge equals BatchNorm: different sizes, an empty rank, batch 1",
           "[06_sync_batchnorm][task2][points:3]") {
-  check_against_batchnorm(layer_on<Task2Layer>(group()), {3}, uneven_split(), DType::f32, 1e-5);
-  check_against_batchnorm(layer_on<Task2Layer>(group()), {2, 2, 3}, split_with_empty_rank(),
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {3}, uneven_split(), DType::f32, 1e-5);
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {2, 2, 3}, split_with_empty_rank(),
                           DType::f32, 1e-5);
-  check_against_batchnorm(layer_on<Task2Layer>(group()), {4}, equal_split(1), DType::f64, 1e-12);
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {4}, equal_split(1), DType::f64, 1e-12);
 }
 
 TEST_CASE("task2: momentum none: the running statistics are the cumulative average",
           "[06_sync_batchnorm][task2][points:1]") {
   const Split split = uneven_split();
-  auto bn = layer_on<Task2Layer>(group(), std::nullopt)(2);
+  auto bn = layer_on<par::SyncBatchNorm>(group(), std::nullopt)(2);
   bn->to(DType::f64);
   std::vector<double> mean_sum(2, 0.0);
   for (int step = 0; step < 3; ++step) {
@@ -193,10 +157,10 @@ TEST_CASE("task2: momentum none: the running statistics are the cumulative avera
 
 TEST_CASE("task3: dx, grad_weight and grad_bias with your backward equal BatchNorm's",
           "[06_sync_batchnorm][task3][points:3]") {
-  check_against_batchnorm(layer_on<Task3Layer>(group()), {3}, uneven_split(), DType::f32, 1e-5);
-  check_against_batchnorm(layer_on<Task3Layer>(group()), {2, 3, 2}, split_with_empty_rank(),
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {3}, uneven_split(), DType::f32, 1e-5);
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {2, 3, 2}, split_with_empty_rank(),
                           DType::f32, 1e-5);
-  check_against_batchnorm(layer_on<Task3Layer>(group()), {2}, equal_split(1), DType::f64, 1e-12);
+  check_against_batchnorm(layer_on<par::SyncBatchNorm>(group()), {2}, equal_split(1), DType::f64, 1e-12);
 }
 
 TEST_CASE("task3: one all_reduce of 2C values; grad_weight and grad_bias are this rank's own sums",
@@ -204,7 +168,7 @@ TEST_CASE("task3: one all_reduce of 2C values; grad_weight and grad_bias are thi
   const int W = group().size();
   const Split split = uneven_split();
   CountingGroup counting(group());
-  auto bn = layer_on<Task3Layer>(counting)(4);
+  auto bn = layer_on<par::SyncBatchNorm>(counting)(4);
   const Tensor x_all = global_batch({split.total(), 4}, 13, DType::f64);
   const Tensor dy_all = global_batch({split.total(), 4}, 14, DType::f64);
   bn->to(DType::f64);
@@ -226,13 +190,13 @@ TEST_CASE("task3: under DDP, W ranks x 4 equal one process x 4W with BatchNorm (
   const DdpFactory wrap = [](std::shared_ptr<nn::Module> m) {
     return std::make_shared<par::DistributedDataParallel>(std::move(m), group());
   };
-  check_ddp_matches_single_process(layer_on<Task3Layer>(group()), wrap, 4);
+  check_ddp_matches_single_process(layer_on<par::SyncBatchNorm>(group()), wrap, 4);
 }
 
 TEST_CASE("task3: your whole SyncBatchNorm matches finite differences across ranks (f64)",
           "[06_sync_batchnorm][task3][points:3]") {
-  check_gradients_numerically(layer_on<l06::SyncBatchNorm>(group()), {2, 2}, uneven_split());
-  check_gradients_numerically(layer_on<l06::SyncBatchNorm>(group()), {3}, split_with_empty_rank());
+  check_gradients_numerically(layer_on<par::SyncBatchNorm>(group()), {2, 2}, uneven_split());
+  check_gradients_numerically(layer_on<par::SyncBatchNorm>(group()), {3}, split_with_empty_rank());
 }
 
 // ---- Task 4 ----------------------------------------------------------------------------
@@ -240,6 +204,6 @@ TEST_CASE("task3: your whole SyncBatchNorm matches finite differences across ran
 TEST_CASE("task4: a nested model's BatchNorms become your SyncBatchNorm, sharing their state",
           "[06_sync_batchnorm][task4][points:3]") {
   check_conversion(
-      [](std::shared_ptr<nn::Module> m) { return l06::convert_sync_batchnorm(std::move(m), &group()); },
-      [](nn::Module& m) { return dynamic_cast<l06::SyncBatchNorm*>(&m) != nullptr; });
+      [](std::shared_ptr<nn::Module> m) { return par::convert_sync_batchnorm(std::move(m), &group()); },
+      [](nn::Module& m) { return dynamic_cast<par::SyncBatchNorm*>(&m) != nullptr; });
 }

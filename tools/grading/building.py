@@ -93,8 +93,10 @@ class BuildDir:
         return os.path.relpath(path, self.path)
 
     def test_binaries(self):
-        """{(variant, lesson): [paths relative to the build folder]} of test binaries."""
-        pat = re.compile(r"^(lessons|solutions)/(\d\d_\w+)/test_\2(_mpi)?$")
+        """{(variant, lesson): [paths relative to the build folder]} of test binaries:
+        test_NN_topic[_mpi], and in the learner's build test_NN_topic_taskK[_mpi], which
+        links the learner's code of task K alone (the reference for the rest)."""
+        pat = re.compile(r"^(lessons|solutions)/(\d\d_\w+?)/test_\2(_task\d+)?(_mpi)?$")
         paths = [self.rel(f) for t in self.targets() if t["type"] == "executable"
                  for f in t["filename"]]
         if not self.targets():   # no introspection (a pre-built tree): the files there
@@ -116,7 +118,17 @@ class BuildDir:
         full = os.path.join(self.path, binary)
         for t in self.targets():
             if full in t["filename"]:
-                return [s for ts in t["target_sources"] for s in ts["sources"]]
+                sources = [s for ts in t["target_sources"] for s in ts.get("sources", [])]
+                if sources:
+                    return sources
+        # A lesson's test sources are compiled once, into tests_NN_topic[_mpi], whose
+        # objects every test binary of the lesson links.
+        m = re.match(r"^(?:lessons|solutions)/(\d\d_\w+?)/test_\1(?:_task\d+)?(_mpi)?$", binary)
+        if m:
+            name = f"tests_{m.group(1)}{m.group(2) or ''}"
+            for t in self.targets():
+                if t["name"] == name:
+                    return [s for ts in t["target_sources"] for s in ts.get("sources", [])]
         return []
 
     def lesson_target(self, variant, lesson):
@@ -127,14 +139,14 @@ class BuildDir:
 
     def cuda_backend(self):
         return any(s.endswith(".cu") for t in self.targets() if t["name"] == "mgpu"
-                   for ts in t["target_sources"] for s in ts["sources"])
+                   for ts in t["target_sources"] for s in ts.get("sources", []))
 
     def compiled_kernels(self, variant, lesson):
         """The .cu files of this lesson build that the build compiles (in the library with
         the CUDA backend, or on their own as the kernel check)."""
         prefix = os.path.join(self.root, variant, lesson) + os.sep
         return sorted({os.path.basename(s) for t in self.targets()
-                       for ts in t["target_sources"] for s in ts["sources"]
+                       for ts in t["target_sources"] for s in ts.get("sources", [])
                        if s.endswith(".cu") and s.startswith(prefix)})
 
     # ---- building ------------------------------------------------------------------------
@@ -158,8 +170,9 @@ class BuildDir:
 
     def owner_of(self, outputs):
         """(variant, lesson) whose build a failed step belongs to, or None."""
-        m = re.search(r"(?:^|[\s/])(?:lib)?(lessons|solutions)[/_](\d\d_\w+?)(?:/|\.a\b|\.a\.p)",
-                      outputs)
+        # lib{variant}_NN_topic.a (the provided files), lib{variant}_NN_topic.FILE.a (an
+        # exercise file), {variant}/NN_topic/... (programs and tests)
+        m = re.search(r"(?:^|[\s/])(?:lib)?(lessons|solutions)[/_](\d\d_\w+?)(?:/|\.)", outputs)
         return (m.group(1), m.group(2)) if m else None
 
     def errors_of(self, variant, lesson):

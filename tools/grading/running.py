@@ -15,6 +15,24 @@ SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is presen
 MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
 
 
+def task_of_binary(binary):
+    """'taskK' for a task's test binary (test_NN_topic_taskK[_mpi]), else None."""
+    m = re.search(r"_(task\d+)(?:_mpi)?$", os.path.basename(binary))
+    return m.group(1) if m else None
+
+
+def cases_filter(binary, binaries):
+    """The Catch2 filter of the cases `binary` runs, among the test binaries of one lesson
+    build: a task's binary (it links the learner's code of task K and the reference of the
+    others) runs task K's cases, '[taskK]'; where there are task binaries, the whole one
+    runs the cases of no task, '~[task1]~[task2]...'; else everything, ''."""
+    task = task_of_binary(binary)
+    if task:
+        return f"[{task}]"
+    tasks = sorted({t for t in map(task_of_binary, binaries) if t}, key=lambda t: int(t[4:]))
+    return "".join(f"~[{t}]" for t in tasks)
+
+
 class Run:
     def __init__(self, rc, stdout, stderr, timed_out, seconds):
         self.rc, self.stdout, self.stderr = rc, stdout, stderr
@@ -205,16 +223,17 @@ class Runner:
                     c.output = f"{r.why_incomplete(0)}\n{c.output}"
         return cases
 
-    def run_binary(self, exe):
-        cases = self.run_catch([], exe, "~[gpu]", "cpu")
-        return cases + self.run_catch([], exe, "[gpu]", "gpu", extra=["--require-gpu"])
+    def run_binary(self, exe, only=""):
+        """only: a filter of the cases this binary runs (see cases_filter)."""
+        cases = self.run_catch([], exe, only + "~[gpu]", "cpu")
+        return cases + self.run_catch([], exe, only + "[gpu]", "gpu", extra=["--require-gpu"])
 
-    def run_mpi_binary(self, exe):
+    def run_mpi_binary(self, exe, only=""):
         if not self.mpirun:
             return [Case(f"{os.path.basename(exe)} (mpirun)", "", "failed",
                          "mpirun not found: install Open MPI (tools/install-deps)", kind="mpi")]
         out = []
-        for filt, extra in (("~[gpu]", []), ("[gpu]", ["--require-gpu"])):
+        for filt, extra in ((only + "~[gpu]", []), (only + "[gpu]", ["--require-gpu"])):
             runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra))
                     for n in MPI_WORLD_SIZES]
             out += merge_mpi_runs(runs)

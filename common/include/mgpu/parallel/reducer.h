@@ -16,9 +16,9 @@
 ///     the gradients became ready in the first backward (rank 0's order, on every rank).
 ///
 /// Steps 2, 4 and 5 (mark_variable_ready, finalize_backward, rebuild_buckets) are lesson
-/// 05's tasks 2-4, defined in lessons/05_ddp/reducer.cpp for the learner's build of lesson
-/// 05 and in solutions/05_ddp/reducer.cpp for everything else (the library, mgpu_dep,
-/// compiles that reference in). The rest is common/src/parallel/reducer.cpp.
+/// 05's tasks 2-4, defined in lessons/05_ddp/reducer_{mark_ready,finalize,rebuild}.cpp for
+/// the learner's build of lesson 05 and in the same files of solutions/05_ddp/ for
+/// everything else (the library, mgpu_dep, compiles that reference in). The rest is common/src/parallel/reducer.cpp.
 #pragma once
 
 #include <cstddef>

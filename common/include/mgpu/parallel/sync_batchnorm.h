@@ -134,7 +134,8 @@ class SyncBatchNorm : public nn::Module {
 /// the root: `module` itself, changed in place, or a new SyncBatchNorm when `module` is a
 /// BatchNorm. Convert before wrapping the model in DDP (DDP registers hooks on the
 /// parameters it sees). A module must reach its children through the registry
-/// (children(), child_at) for a replacement to take effect.
+/// (children(), child_at) for a replacement to take effect. Lesson 06's task 4 defines it
+/// (the library is built with solutions/06_sync_batchnorm/convert.cpp).
 std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> module,
                                                    dist::ProcessGroup* process_group = nullptr);
 

@@ -14,7 +14,10 @@
 ///                                                     g.count, group);  // one all_reduce
 ///
 /// These are the pieces of PyTorch's SyncBatchNorm autograd function
-/// (torch/nn/modules/_functions.py) with the same names where PyTorch has one. Per-channel
+/// (torch/nn/modules/_functions.py) with the same names where PyTorch has one. Lesson 06
+/// defines gather_batch_stats, batch_norm_gather_stats_with_counts and
+/// sync_batch_norm_backward (tasks 1-3); the library is built with the reference,
+/// solutions/06_sync_batchnorm/. Per-channel
 /// tensors are in the statistics dtype: f32 for f32/f16/bf16 inputs, f64 for f64 inputs.
 #pragma once
 

@@ -1,0 +1,43 @@
+// Lesson 05, task 3: the Reducer's end of backward (mgpu/parallel/reducer.h).
+// Everything it calls is in common/src/parallel/reducer.cpp.
+#include <vector>
+
+#include "mgpu/ops.h"  // cast_(dst, src): copy with dtype conversion; scale_(t, alpha)
+#include "mgpu/parallel/reducer.h"
+
+namespace mgpu::parallel {
+
+// Task 3: the end of the reduction, once the module's backward has returned.
+void Reducer::finalize_backward() {
+  if (!expect_hooks_) return;  // under no_sync(): nothing to reduce
+  // TODO(task3) BEGIN: (1) with options_.find_unused_parameters, mark every parameter that
+  // is not ready yet ready; (2) if a bucket was never launched, record_unfinished_reduction()
+  // and stop; (3) otherwise wait_bucket() each bucket in order and copy bucket_view(v) back
+  // into params_[v]->grad with cast_ (mgpu/ops.h) for every parameter some rank used
+  // (sync_used_variables(), a collective, only with find_unused_parameters); a grad that
+  // already is its bucket view needs no copy (about 15 lines).
+  if (options_.find_unused_parameters) {
+    for (std::size_t v = 0; v < params_.size(); ++v)
+      if (!variable_ready_[v]) mark_variable_ready(v);
+  }
+  if (next_bucket_ < buckets_.size()) {
+    record_unfinished_reduction();  // the next forward names the parameters that got no gradient
+  } else {
+    const std::vector<char> used = options_.find_unused_parameters
+                                       ? sync_used_variables()
+                                       : std::vector<char>(params_.size(), 1);
+    for (std::size_t b = 0; b < buckets_.size(); ++b) {
+      wait_bucket(b);
+      for (std::size_t v : buckets_[b].variables) {
+        if (!used[v]) continue;  // no rank used it: leave its gradient untouched
+        const Tensor averaged = bucket_view(v);
+        Tensor& grad = params_[v]->grad;
+        if (!grad.shares_storage(averaged)) cast_(grad, averaged);
+      }
+    }
+  }
+  // TODO(task3) END
+  expect_hooks_ = false;
+}
+
+}  // namespace mgpu::parallel
