@@ -1,0 +1,43 @@
+// Lesson 11, task 4 on a GPU under mpirun (2 and 3 ranks): the GPU twin of "the Megatron
+// MLP: logits, loss and every gradient equal the unsplit model's". The tensor-parallel
+// model lives on each rank's GPU, its group is the mpi backend's (CUDA tensors staged
+// through pinned host memory, so ranks may share one GPU); the reference is the unsplit
+// f64 model on the CPU. Skipped where no GPU is visible.
+#include "tp_test_util.h"
+
+using namespace tp_test;
+
+TEST_CASE("gpu: task4: the Megatron MLP on CUDA (mpi backend, ranks may share a GPU): logits, "
+          "loss and every gradient equal the unsplit model's on the CPU",
+          "[11_tensor_parallel][task4][points:2][gpu]") {
+  const Device gpu = dist::rank_device(Device::Kind::cuda);
+  static std::shared_ptr<dist::ProcessGroup> gpu_group = dist::new_group("mpi", gpu, quiet());
+  dist::ProcessGroup& g = *gpu_group;
+  auto full = two_block_model(41);  // the reference, on the CPU
+  auto on_gpu = std::static_pointer_cast<nn::Sequential>(full->clone());
+  on_gpu->to(gpu);
+  auto tp = l11::tensor_parallelize(*on_gpu, g);
+  REQUIRE(l11::count_mlp_blocks(*tp) == 2);
+  const Tensor x = random_tensor({6, 5}, 42), labels = random_labels(6, 4, 43);
+  // f64 on both sides: only the order of the sums differs (cuBLAS against OpenBLAS).
+  const double tol = 1e-12;
+  for (int step = 0; step < 2; ++step) {  // the second step after an SGD update of both
+    INFO("step " << step << " on " << gpu.str());
+    full->zero_grad();
+    tp->zero_grad();
+    nn::CrossEntropyLoss ref_loss, tp_loss;
+    const Tensor ref_logits = full->forward(x);
+    const double want = ref_loss.forward(ref_logits, labels).item();
+    full->backward(ref_loss.backward());
+    Tensor logits;
+    CHECK(collectives_during(g, [&] { logits = tp->forward(x.to(gpu)); }) == 2);
+    CHECK(logits.device().is_cuda());
+    CHECK(max_rel_diff(logits.to(Device::cpu()), ref_logits) < tol);
+    CHECK(tp_loss.forward(logits, labels.to(gpu)).item() == Approx(want).epsilon(tol));
+    CHECK(collectives_during(g, [&] { tp->backward(tp_loss.backward()); }) == 2);
+    check_grads_match(*tp, *full, tol);
+    for (auto* m : {static_cast<nn::Module*>(full.get()), static_cast<nn::Module*>(tp.get())})
+      for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
+  }
+  CHECK(tp->num_parameters() == l11::parameters_per_rank(*full, g.size(), g.rank()));
+}
