@@ -9,6 +9,9 @@
 #include <set>
 #include <thread>
 
+#include "mgpu/ops.h"
+#include "mgpu/stream.h"
+
 using namespace lesson02_test;
 namespace l02 = mgpu::lesson02;
 
@@ -77,4 +80,22 @@ TEST_CASE("task4: a standard exception is rethrown as an mgpu::Error too", "[02_
   });
   CHECK(contains(msg, "replica 0"));
   CHECK(contains(msg, "index 7 out of range"));
+}
+
+TEST_CASE("50 steps of parallel_apply on cuda:0,cuda:1 create cuBLAS handles per device, not per step",
+          "[02_data_parallel][gpu]") {
+  // parallel_apply starts one thread per replica every call, twice a step (forward and
+  // backward); each borrows a cuBLAS handle from the library's pool and gives it back when it
+  // ends (one handle per thread ever: 200 here).
+  const std::vector<Device> devices = {Device::cuda(0), Device::cuda(1)};
+  const std::size_t before = mgpu::cublas_handles_created();
+  for (int step = 0; step < 50; ++step)
+    for (int pass = 0; pass < 2; ++pass)
+      l02::parallel_apply(devices, [&](std::size_t i) {
+        return mgpu::matmul(Tensor::full({8, 4}, 1.0, DType::f32, devices[i]),
+                            Tensor::full({4, 3}, 1.0, DType::f32, devices[i]));
+      });
+  const std::size_t created = mgpu::cublas_handles_created() - before;
+  INFO("cuBLAS handles created over 50 steps: " << created);
+  CHECK(created <= devices.size());  // at most one per replica thread alive at once
 }

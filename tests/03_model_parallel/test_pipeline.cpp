@@ -4,6 +4,7 @@
 
 #include "gpu.h"
 #include "mgpu/ops.h"
+#include "mgpu/stream.h"
 
 using namespace lesson03_test;
 using Sizes = std::vector<std::int64_t>;
@@ -128,4 +129,18 @@ TEST_CASE("task3: GPipe on cuda:0,cuda:1 matches the full batch on the CPU",
   CHECK(model->parameter("0.weight").grad.device() == Device::cuda(0));
   CHECK(model->parameter("6.weight").grad.device() == Device::cuda(1));
   check_same_grads(*model, *reference, 1e-10);
+}
+
+TEST_CASE("50 pipeline steps on cuda:0,cuda:1 create cuBLAS handles per stage, not per step",
+          "[03_model_parallel][gpu]") {
+  // The runner starts one thread per stage every step; each borrows a cuBLAS handle from the
+  // library's pool and gives it back when it ends (one handle per thread ever: 100 here).
+  auto model = small_model(510);
+  const Tensor x = random_tensor({10, 5}, 82), labels = random_labels(10, 4, 83);
+  l03::Pipeline pipe(l03::split_model(*model, boundaries_for(2), {Device::cuda(0), Device::cuda(1)}));
+  const std::size_t before = mgpu::cublas_handles_created();
+  for (int step = 0; step < 50; ++step) pipe.train_step(x, labels, l03::gpipe_schedule(2, 4));
+  const std::size_t created = mgpu::cublas_handles_created() - before;
+  INFO("cuBLAS handles created over 50 steps: " << created);
+  CHECK(created <= 2);  // at most one per stage thread alive at once
 }

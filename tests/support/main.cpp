@@ -1,10 +1,12 @@
 // The Catch2 runner every test binary links. Beyond Catch2's own options it takes
 //   --require-gpu   run only if a GPU is present; otherwise print why and exit 77, the
 //                   code meson and tools/grade report as "skipped" (never as passed).
+//   --require-gpus N  the same, for cases that need N GPUs (what goes wrong across GPUs).
 #define CATCH_CONFIG_RUNNER
 #include <catch2/catch.hpp>
 
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <vector>
 
@@ -12,18 +14,25 @@
 
 int main(int argc, char** argv) {
   std::vector<char*> args;
-  bool require_gpu = false;
+  int gpus_needed = 0;
   for (int i = 0; i < argc; ++i) {
     if (std::strcmp(argv[i], "--require-gpu") == 0) {
-      require_gpu = true;
+      gpus_needed = 1;
+    } else if (std::strcmp(argv[i], "--require-gpus") == 0 && i + 1 < argc) {
+      gpus_needed = std::atoi(argv[++i]);
     } else {
       args.push_back(argv[i]);
     }
   }
-  if (require_gpu && !mgpu::cuda_available()) {
+  if (gpus_needed > 0 && !mgpu::cuda_available()) {
     std::printf("SKIPPED: GPU tests not run: %s\n",
                 mgpu::built_with_cuda() ? "no CUDA GPU is visible on this machine"
                                         : "this build has no CUDA backend (-Dcuda=disabled or no nvcc)");
+    return 77;
+  }
+  if (mgpu::cuda_device_count() < gpus_needed) {
+    std::printf("SKIPPED: these GPU tests need %d GPUs; %d visible on this machine\n", gpus_needed,
+                mgpu::cuda_device_count());
     return 77;
   }
   return Catch::Session().run(static_cast<int>(args.size()), args.data());

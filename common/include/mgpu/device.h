@@ -75,17 +75,24 @@ DeviceProperties device_properties(const Device& d);
 std::string describe_mapping(const std::vector<Device>& devices);
 
 /// Makes `d`'s physical GPU current for the calling thread for the guard's lifetime
-/// (no-op on the CPU).
+/// (no-op on the CPU). On destruction it restores the GPU it found only if it changed it and
+/// the thread already had a CUDA context there: a fresh thread is left on `d`'s GPU, since
+/// "restoring" the device 0 it reports would create a context on GPU 0.
 class DeviceGuard {
  public:
-  /// Switches to `d`'s physical GPU, remembering the previous one to restore on destruction.
+  /// Switches to `d`'s physical GPU, remembering what to restore on destruction.
   explicit DeviceGuard(const Device& d);
   ~DeviceGuard();
   DeviceGuard(const DeviceGuard&) = delete;
   DeviceGuard& operator=(const DeviceGuard&) = delete;
 
  private:
-  int previous_ = -1;
+  int previous_ = -1;  // the GPU to make current again; -1: nothing to restore
 };
+
+/// Makes `d`'s physical GPU current for the calling thread, for good (no-op on the CPU). A
+/// thread that works for one device calls it once when it starts, so that what it does later
+/// (pinned allocations, events, library calls) uses that GPU and no other.
+void set_thread_device(const Device& d);
 
 }  // namespace mgpu

@@ -2,11 +2,15 @@
 /// @brief Streams and events: how work is ordered on a device.
 ///
 /// Each logical CUDA device has two streams: `compute` (kernels, cuBLAS) and `comm`
-/// (collectives and the copies that feed them), so communication can overlap compute.
+/// (communication copies: the mpi backend's staging, a pipeline's sends), so communication
+/// can overlap compute. NCCL kernels run on a stream of their process group's own instead:
+/// kernels of one stream run in issue order, and two groups' NCCL kernels on one stream
+/// could wait for each other across ranks.
 /// Events order one stream after another without blocking the host. On the CPU every
 /// op runs synchronously, so streams and events are no-ops that keep the same code paths.
 #pragma once
 
+#include <cstddef>
 #include <memory>
 
 #include "mgpu/device.h"
@@ -16,7 +20,7 @@ namespace mgpu {
 /// A handle to a CUDA stream of one logical device (or the CPU's "null" stream).
 class Stream {
  public:
-  /// The two streams of each CUDA device: compute() for kernels, comm() for collectives.
+  /// The two streams of each CUDA device: compute() for kernels, comm() for communication copies.
   enum class Role { compute, comm };
   /// The CPU's null stream on cpu:0.
   Stream() = default;
@@ -25,7 +29,7 @@ class Stream {
 
   /// The stream ops on `d` use unless a StreamGuard says otherwise.
   static Stream compute(const Device& d);
-  /// The stream collectives on `d` use.
+  /// The stream communication copies on `d` use (not the nccl backend's kernels: see above).
   static Stream comm(const Device& d);
   /// The stream ops issued by this thread on `d` go to right now.
   static Stream current(const Device& d);
@@ -86,5 +90,10 @@ class Event {
 
 /// Blocks the host until all streams of `d` are idle (cudaDeviceSynchronize on its GPU).
 void synchronize(const Device& d);
+
+/// How many cuBLAS handles this process has created (0 without CUDA). Threads borrow them
+/// from a pool and give them back when they end, so the count is bounded by the threads that
+/// use a GPU at the same time, however many threads come and go.
+std::size_t cublas_handles_created();
 
 }  // namespace mgpu

@@ -167,14 +167,30 @@ void* cuda_alloc(const Device& d, std::size_t bytes) {
   return ptr;
 }
 
+// The events and streams of a free must belong to the block's GPU: an event created, or
+// recorded, while another GPU is current fails (cudaErrorInvalidResourceHandle). A tensor
+// is often freed on a thread whose current GPU is another one (the main thread, a
+// communication thread), so the free makes the block's GPU current for its duration.
 void cuda_free(const Device& d, void* ptr) {
   const int gpu = physical_gpu(d);
+  DeviceGuard guard(d);
   std::lock_guard<std::mutex> lock(gpu_caches().mutex);
   GpuCache& c = gpu_caches().by_gpu[gpu];
-  CachedBlock b{ptr, c.block_size.at(ptr), take_event(c), take_event(c)};
-  // Record on the freeing device's streams: the block is free once both reach this point.
-  cudaEventRecord(b.done_compute, static_cast<cudaStream_t>(Stream::compute(d).handle()));
-  cudaEventRecord(b.done_comm, static_cast<cudaStream_t>(Stream::comm(d).handle()));
+  CachedBlock b{ptr, c.block_size.at(ptr), take_event(c), nullptr};
+  try {
+    b.done_comm = take_event(c);
+    // Record on the freeing device's streams: the block is free once both reach this point.
+    MGPU_CUDA_CHECK(cudaEventRecord(b.done_compute, static_cast<cudaStream_t>(Stream::compute(d).handle())));
+    MGPU_CUDA_CHECK(cudaEventRecord(b.done_comm, static_cast<cudaStream_t>(Stream::comm(d).handle())));
+  } catch (...) {
+    // Without its events the block cannot be handed out safely: it stays out of the cache
+    // (the driver frees it at exit), and the error is cleared so that it is reported here,
+    // not against the next kernel launch.
+    cudaGetLastError();
+    c.spare_events.push_back(b.done_compute);
+    if (b.done_comm) c.spare_events.push_back(b.done_comm);
+    throw;
+  }
   c.free_blocks.emplace(b.size, b);
 }
 #endif  // MGPU_WITH_CUDA
@@ -260,11 +276,8 @@ void empty_cache() {
 #ifdef MGPU_WITH_CUDA
   std::lock_guard<std::mutex> lock(gpu_caches().mutex);
   for (auto& [gpu, c] : gpu_caches().by_gpu) {
-    int prev = 0;
-    cudaGetDevice(&prev);
-    cudaSetDevice(gpu);
+    DeviceGuard guard(Device::cuda(gpu));  // cuda:gpu is physical GPU gpu
     release_cached(gpu, c);
-    cudaSetDevice(prev);
   }
 #endif
 }

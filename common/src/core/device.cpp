@@ -4,6 +4,7 @@
 #include <cstdlib>
 #include <sstream>
 
+#include "core/current_device.h"
 #include "mgpu/error.h"
 
 #ifdef MGPU_WITH_CUDA
@@ -151,9 +152,13 @@ std::string describe_mapping(const std::vector<Device>& devices) {
 DeviceGuard::DeviceGuard(const Device& d) {
 #ifdef MGPU_WITH_CUDA
   if (d.is_cuda()) {
-    MGPU_CUDA_CHECK(cudaGetDevice(&previous_));
+    int found = 0;
+    MGPU_CUDA_CHECK(cudaGetDevice(&found));
     const int gpu = physical_gpu(d);
-    if (gpu != previous_) MGPU_CUDA_CHECK(cudaSetDevice(gpu));
+    // Restore only what this guard changes, and only to a context the thread already had:
+    // see current_device.h for the context a plain restore of "device 0" would create.
+    previous_ = detail::device_to_restore(found, gpu, gpu != found && detail::thread_has_cuda_context());
+    if (gpu != found) MGPU_CUDA_CHECK(cudaSetDevice(gpu));
   }
 #else
   (void)d;
@@ -163,6 +168,14 @@ DeviceGuard::DeviceGuard(const Device& d) {
 DeviceGuard::~DeviceGuard() {
 #ifdef MGPU_WITH_CUDA
   if (previous_ >= 0) cudaSetDevice(previous_);
+#endif
+}
+
+void set_thread_device(const Device& d) {
+#ifdef MGPU_WITH_CUDA
+  if (d.is_cuda()) MGPU_CUDA_CHECK(cudaSetDevice(physical_gpu(d)));
+#else
+  (void)d;
 #endif
 }
 

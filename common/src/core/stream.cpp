@@ -8,6 +8,7 @@
 #include "mgpu/error.h"
 
 #ifdef MGPU_WITH_CUDA
+#include "core/handle_pool.h"
 #include "cuda_check.h"
 #endif
 
@@ -180,23 +181,39 @@ cudaStream_t launch_stream(const Device& d) {
   return static_cast<cudaStream_t>(Stream::current(d).handle());
 }
 
+namespace {
+// Never destroyed, like the allocator's caches: a thread may end (and give its handles
+// back) while the process exits.
+HandlePool<cublasHandle_t>& cublas_pool() {
+  static auto* const pool = new HandlePool<cublasHandle_t>;
+  return *pool;
+}
+}  // namespace
+
 cublasHandle_t cublas_handle(const Device& d, cudaStream_t stream) {
-  // One handle per (thread, physical GPU): cuBLAS handles are not safe to share between
-  // threads that set different streams, and lessons run one thread per logical device.
-  thread_local std::map<int, cublasHandle_t> handles;
+  // A handle is used by one thread at a time: each thread borrows one per physical GPU from
+  // the process's pool and gives it back when it ends (handle_pool.h says why).
+  thread_local BorrowedHandles<cublasHandle_t> mine(cublas_pool());
   const int gpu = physical_gpu(d);
-  auto it = handles.find(gpu);
-  if (it == handles.end()) {
+  cublasHandle_t h = mine.get(gpu, [&] {
     DeviceGuard guard(d);
-    cublasHandle_t h;
-    MGPU_CUBLAS_CHECK(cublasCreate(&h));
-    it = handles.emplace(gpu, h).first;
-  }
-  MGPU_CUBLAS_CHECK(cublasSetStream(it->second, stream));
-  return it->second;
+    cublasHandle_t created = nullptr;
+    MGPU_CUBLAS_CHECK(cublasCreate(&created));
+    return created;
+  });
+  MGPU_CUBLAS_CHECK(cublasSetStream(h, stream));
+  return h;
 }
 
 }  // namespace detail
 #endif
+
+std::size_t cublas_handles_created() {
+#ifdef MGPU_WITH_CUDA
+  return detail::cublas_pool().created();
+#else
+  return 0;
+#endif
+}
 
 }  // namespace mgpu

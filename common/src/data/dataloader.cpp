@@ -62,6 +62,9 @@ DataLoader::DataLoader(std::shared_ptr<const Dataset> dataset, DataLoaderOptions
   // copy can run while the host goes on; pageable memory is staged, and the host waits.
   const bool pinned = options_.pin_memory && cuda;
   const int num_slots = options_.num_workers > 0 ? options_.num_workers * per_worker : 1;
+  // Pinned memory binds to the current GPU's context: make it the loader's, or a thread
+  // that has not used a GPU yet would create a context on GPU 0 for it.
+  DeviceGuard guard(options_.device);
   for (int i = 0; i < num_slots; ++i) {
     auto slot = std::make_unique<Slot>();
     slot->inputs = pinned ? Tensor::empty_pinned(batch_shape, DType::f32)

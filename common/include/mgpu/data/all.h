@@ -6,5 +6,4 @@
 #include "mgpu/data/dataset.h"
 #include "mgpu/data/idx.h"
 #include "mgpu/data/sampler.h"
-#include "mgpu/data/text.h"
 #include "mgpu/data/throttled.h"
