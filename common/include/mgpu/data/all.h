@@ -6,4 +6,5 @@
 #include "mgpu/data/dataset.h"
 #include "mgpu/data/idx.h"
 #include "mgpu/data/sampler.h"
+#include "mgpu/data/text.h"
 #include "mgpu/data/throttled.h"
