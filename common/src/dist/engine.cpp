@@ -66,8 +66,9 @@ void WorkState::finish(std::exception_ptr e) {
   cv.notify_all();
 }
 
-CommEngine::CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck)
-    : timeout_s_(timeout_s), precheck_(std::move(precheck)) {
+CommEngine::CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck,
+                       const Device& device)
+    : timeout_s_(timeout_s), precheck_(std::move(precheck)), device_(device) {
   comm_thread_ = std::thread([this] { run(); });
   watchdog_thread_ = std::thread([this] { watch(); });
 }
@@ -145,6 +146,15 @@ bool CommEngine::poll_outstanding() {
 }
 
 void CommEngine::run() {
+  // The group's GPU, made current once for this thread's whole life. A fresh thread reports
+  // device 0 without having a context there; the first CUDA call that needs one (the mpi
+  // backend's pinned staging buffers, an event) would create it on GPU 0, on every rank,
+  // whatever GPU the rank uses. A failure here (no GPU) shows again, with its reason, in the
+  // first op that touches the device.
+  try {
+    set_thread_device(device_);
+  } catch (...) {
+  }
   int idle = 0;
   for (;;) {
     std::pair<Op, std::shared_ptr<WorkState>> item;

@@ -74,8 +74,10 @@ struct Op {
 class CommEngine {
  public:
   /// `precheck` (may be empty) runs on the comm thread before each collective: the debug
-  /// mode's cross-rank comparison. It throws to fail the op on every rank.
-  CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck);
+  /// mode's cross-rank comparison. It throws to fail the op on every rank. `device` is the
+  /// group's: the comm thread makes its GPU current once, when it starts.
+  CommEngine(double timeout_s, std::function<void(const OpSignature&)> precheck,
+             const Device& device);
   ~CommEngine();
   CommEngine(const CommEngine&) = delete;
   CommEngine& operator=(const CommEngine&) = delete;
@@ -101,6 +103,7 @@ class CommEngine {
 
   double timeout_s_;
   std::function<void(const OpSignature&)> precheck_;
+  Device device_;
   std::mutex mutex_;
   std::condition_variable cv_;
   std::deque<std::pair<Op, std::shared_ptr<WorkState>>> queue_;

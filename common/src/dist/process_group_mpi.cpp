@@ -47,7 +47,7 @@ MpiGroup::MpiGroup(const Device& device, const GroupOptions& options, MPI_Comm c
     MPI_Comm c = comm_;
     precheck = [c, timeout_s](const OpSignature& sig) { check_same_collective(c, sig, timeout_s); };
   }
-  engine_ = std::make_unique<CommEngine>(timeout_s, precheck);
+  engine_ = std::make_unique<CommEngine>(timeout_s, precheck, device_);
 }
 
 MpiGroup::~MpiGroup() { shutdown(); }

@@ -1,5 +1,5 @@
-// The nccl backend: every op is an NCCL kernel on the device's comm stream. The
-// communication thread makes the comm stream wait for the caller's stream (so an op sees
+// The nccl backend: every op is an NCCL kernel on the group's own stream. The
+// communication thread makes that stream wait for the caller's stream (so an op sees
 // the values computed before it was issued), launches the kernel, and polls an event
 // recorded after it; the Work completes when that event has.
 #include "process_group_nccl.h"
@@ -82,6 +82,14 @@ class NcclGroup final : public BackendGroup {
     {
       DeviceGuard guard(device_);
       MGPU_NCCL_CHECK(ncclCommInitRank(&nccl_, size, id, rank));
+      // A stream of the group's own, not the device's comm stream: an NCCL kernel waits on
+      // the GPU for its peers, and kernels of one stream run in issue order. Two groups on one
+      // stream (lesson 11's tp and dp groups) could deadlock: each group's comm thread issues
+      // when it gets to it, so rank 0 may queue tp's op before dp's while rank 1 queues dp's
+      // first; each rank's first kernel then waits for a peer whose matching kernel is stuck
+      // behind the other one. With a stream per group, each group's kernels are in its own
+      // issue order, the order every rank agrees on.
+      MGPU_CUDA_CHECK(cudaStreamCreateWithFlags(&stream_, cudaStreamNonBlocking));
     }
     const double timeout_s = resolve_timeout(options);
     std::function<void(const OpSignature&)> precheck;
@@ -91,7 +99,7 @@ class NcclGroup final : public BackendGroup {
         check_same_collective(c, sig, timeout_s);
       };
     }
-    engine_ = std::make_unique<CommEngine>(timeout_s, precheck);
+    engine_ = std::make_unique<CommEngine>(timeout_s, precheck, device_);
     hold_->launch = [this](std::vector<Held> batch) { launch_held(std::move(batch)); };
   }
   ~NcclGroup() override { shutdown(); }
@@ -110,6 +118,10 @@ class NcclGroup final : public BackendGroup {
     }
     engine_->shutdown();
     ncclCommDestroy(nccl_);
+    {
+      DeviceGuard guard(device_);
+      cudaStreamDestroy(stream_);  // after the engine: no op of the group is left on it
+    }
     int finalized = 0;
     MPI_Finalized(&finalized);
     if (!finalized) MPI_Comm_free(&comm_);
@@ -173,7 +185,7 @@ class NcclGroup final : public BackendGroup {
                                     nccl_, s));
     });
   }
-  // NCCL runs a rank's kernels on its comm stream in issue order, so a lone send followed
+  // NCCL runs a group's kernels on the group's stream in issue order, so a lone send followed
   // by a lone recv (one ring step) could wait forever: the send waits for the peer's recv,
   // which is queued behind the peer's own send. Sends and receives are therefore held back
   // and launched together, as one NCCL group, as soon as one of their Works is waited on
@@ -243,10 +255,10 @@ class NcclGroup final : public BackendGroup {
                                      ReduceOp::sum, -1, "nccl", id_);
     Device dev = device_;
     ncclComm_t comm = nccl_;
-    Op op{sig, [batch, dev, comm]() -> Poll {
+    const Stream s(device_, stream_);
+    Op op{sig, [batch, dev, comm, s]() -> Poll {
             try {
               DeviceGuard guard(dev);
-              Stream s = Stream::comm(dev);
               for (const Held& h : batch)
                 if (h.ready) h.ready->wait(s);
               auto stream = static_cast<cudaStream_t>(s.handle());
@@ -291,7 +303,7 @@ class NcclGroup final : public BackendGroup {
                "--backend mpi");
   }
 
-  // Queues `body` (the NCCL call) to run on the comm stream after the work the caller's
+  // Queues `body` (the NCCL call) to run on the group's stream after the work the caller's
   // stream has queued on `order_after`; the Work completes when the kernel has.
   Work launch(OpKind kind, const Tensor* sig_tensor, ReduceOp r, int root, const Tensor& order_after,
               std::function<void(cudaStream_t)> body) {
@@ -302,9 +314,9 @@ class NcclGroup final : public BackendGroup {
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;
     ncclComm_t comm = nccl_;
+    const Stream s(device_, stream_);
     Op op{sig, [=]() -> Poll {
             DeviceGuard guard(dev);
-            Stream s = Stream::comm(dev);
             if (ready) ready->wait(s);
             body(static_cast<cudaStream_t>(s.handle()));
             auto done = std::make_shared<Event>();
@@ -324,6 +336,7 @@ class NcclGroup final : public BackendGroup {
   bool debug_;
   MPI_Comm comm_ = MPI_COMM_NULL;
   ncclComm_t nccl_ = nullptr;
+  cudaStream_t stream_ = nullptr;  // the group's own stream (see the constructor)
   std::atomic<std::int64_t> collective_seq_{0};
   std::atomic<std::int64_t> p2p_seq_{0};
   std::unique_ptr<CommEngine> engine_;

@@ -33,6 +33,9 @@ Staged::Staged(const Tensor& t, bool copy_in, PinnedPool& pool, std::shared_ptr<
     return;
   }
   pool_ = &pool;
+  // The tensor's GPU, so that a pinned buffer allocated here binds to it (a thread with no
+  // GPU current would create a context on GPU 0 for it).
+  DeviceGuard guard(t.device());
   host_ = pool.acquire(t.dtype(), t.numel());
   if (copy_in) {
     // The comm stream waits for the work that produced t on the caller's stream.

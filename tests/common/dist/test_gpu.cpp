@@ -4,6 +4,8 @@
 #include <catch2/catch.hpp>
 
 #include "dist_test_util.h"
+#include "mgpu/ops.h"
+#include "mgpu/stream.h"
 
 using namespace mgpu;
 using mgpu::testing::make_tensor;
@@ -99,4 +101,32 @@ TEST_CASE("nccl backend: collectives and send/recv on the rank's own GPU", "[dis
   pg->all_reduce(t, dist::ReduceOp::avg).wait();
   CHECK(values_of(t) == std::vector<double>{2.0, 4.0});
   CHECK_THROWS_WITH(pg->all_reduce(make_tensor({1.0}, DType::f32)), Catch::Contains("not on this rank's GPU"));
+}
+
+TEST_CASE("nccl backend: each group has a stream of its own, so one group never waits behind another",
+          "[dist][gpu][nccl]") {
+  // Two groups on one GPU, as lesson 11's tp and dp groups. Group A's all-reduce must wait
+  // for a long run of products on the compute stream (its input is their result); group B's
+  // is issued after it from an idle stream. On a shared stream B's kernel would queue behind
+  // A's, and across ranks that order can differ: a deadlock. Here B must finish while A waits.
+  const Device dev = dist::rank_device(Device::Kind::cuda);
+  auto a = dist::new_group("nccl", dev, quiet());
+  auto b = dist::new_group("nccl", dev, quiet());
+  Tensor x = Tensor::full({4096, 4096}, 1.0 / 4096, DType::f32, dev);
+  Tensor y = Tensor::full({4096, 4096}, 1.0, DType::f32, dev);
+  // About 27 TFLOP of queued products (half a second or more on an H100); every value stays 1.
+  for (int i = 0; i < 200; ++i) y = matmul(x, y);
+  dist::Work wa = a->all_reduce(y);
+  Tensor small = make_tensor({1.0, 2.0}, DType::f32, dev);
+  dist::Work wb;
+  {
+    StreamGuard idle(Stream::comm(dev));  // B's input is ready on this stream at once
+    wb = b->all_reduce(small);
+  }
+  wb.wait();
+  const bool a_still_running = !wa.is_completed();
+  wa.wait();
+  CHECK(a_still_running);
+  CHECK(values_of(small) == std::vector<double>{1.0 * a->size(), 2.0 * a->size()});
+  CHECK(values_of(y.slice(0, 1).reshape({4096})).front() == static_cast<double>(a->size()));
 }

@@ -11,7 +11,8 @@
 /// Backends:
 ///  - "mpi":  CPU tensors go to MPI directly; CUDA tensors are staged through page-locked
 ///            host buffers on the device's comm stream. Works with any number of ranks per GPU.
-///  - "nccl": CUDA tensors on this rank's own GPU, on Stream::comm(device). One GPU per rank.
+///  - "nccl": CUDA tensors on this rank's own GPU, on a stream of the group's own (two
+///            groups on one stream could deadlock). One GPU per rank.
 ///  - "auto": nccl where the tensors are on CUDA, the build has NCCL and every rank on every
 ///            node has a GPU of its own; mpi otherwise. The choice and the reason are printed.
 ///
