@@ -98,6 +98,7 @@ BatchNormStats batch_norm_stats(const Tensor& x) {
   st.count = count;
   st.mean = Tensor::empty({d.c}, stats_dtype(x), x.device());
   st.var = Tensor::empty({d.c}, stats_dtype(x), x.device());
+  if (d.c == 0) return st;  // no channel: nothing to compute (and no CUDA grid to launch)
   if (x.device().is_cuda()) {
     MGPU_IF_CUDA(detail::bn_stats_cuda(x, cuda_ncs(d), st.mean, st.var));
     return st;

@@ -1,4 +1,5 @@
 // CUDA twins of im2col.cpp: im2col, col2im, transpose_inner.
+#include "nn/kernel_geometry.h"
 #include "nn/kernels_cuda.h"
 #include "ops/cuda_util.cuh"
 
@@ -97,11 +98,9 @@ void transpose_inner_cuda(const Tensor& x, Tensor& y, std::int64_t batch, std::i
                           std::int64_t k) {
   cudaStream_t stream = launch_stream(x.device());
   const dim3 block(kTile, kTileRows);
-  const dim3 grid(static_cast<unsigned>((k + kTile - 1) / kTile),
-                  static_cast<unsigned>((m + kTile - 1) / kTile),
-                  static_cast<unsigned>(std::min<std::int64_t>(batch, 65535)));
-  MGPU_CHECK(grid.x <= 2147483647u && grid.y <= 65535u, "transpose_inner: ", x.str(),
-             " is too large for one launch (inner dimension over ", 65535 * kTile, ")");
+  // Checked in 64 bits before the narrowing to unsigned (kernel_geometry.h).
+  const TransposeGrid tiles = transpose_grid(batch, m, k, x.str());
+  const dim3 grid(tiles.x, tiles.y, tiles.z);
   dispatch_cuda_floating(x.dtype(), "transpose_inner", [&](auto tag) {
     using T = decltype(tag);
     transpose_inner_kernel<T><<<grid, block, 0, stream>>>(device_ptr<T>(x), device_ptr<T>(y),

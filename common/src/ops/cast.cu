@@ -1,7 +1,8 @@
 // cast_ on CUDA: one templated grid-stride kernel, instantiated for all 36 (Dst, Src)
 // pairs. The conversion rules are those of convert.h on the CPU, written with CUDA's
-// intrinsics, so both backends give the same bits.
+// intrinsics, and NaNs go through nan_bits.h, so both backends give the same bits.
 #include "cuda_util.cuh"
+#include "nan_bits.h"
 #include "ops_cuda.h"
 #include "saturate.h"
 
@@ -39,10 +40,46 @@ template <> __device__ __forceinline__ std::int64_t narrow_d<std::int64_t>(doubl
   return saturate_i64(v);
 }
 
+// NaNs: the GPU's conversions return the canonical NaN, while the CPU keeps the sign and the
+// top of the payload (nan_bits.h). A NaN therefore takes the bit path of nan_bits.h, which
+// gives the CPU's bits; integers hold no NaN, and a NaN cast to an integer is 0 on both.
+__device__ __forceinline__ bool is_nan_d(float v) { return v != v; }
+__device__ __forceinline__ bool is_nan_d(double v) { return v != v; }
+__device__ __forceinline__ bool is_nan_d(__half v) { return __hisnan(v); }
+__device__ __forceinline__ bool is_nan_d(__nv_bfloat16 v) { return __hisnan(v); }
+__device__ __forceinline__ bool is_nan_d(std::int32_t) { return false; }
+__device__ __forceinline__ bool is_nan_d(std::int64_t) { return false; }
+
+__device__ __forceinline__ std::uint64_t nan_wide_d(float v) { return nan_wide_from_f32(__float_as_uint(v)); }
+__device__ __forceinline__ std::uint64_t nan_wide_d(double v) {
+  return nan_wide_from_f64(static_cast<std::uint64_t>(__double_as_longlong(v)));
+}
+__device__ __forceinline__ std::uint64_t nan_wide_d(__half v) { return nan_wide_from_f16(__half_as_ushort(v)); }
+__device__ __forceinline__ std::uint64_t nan_wide_d(__nv_bfloat16 v) {
+  return nan_wide_from_bf16(__bfloat16_as_ushort(v));
+}
+template <typename Src> __device__ __forceinline__ std::uint64_t nan_wide_d(Src) { return 0; }
+
+template <typename Dst> __device__ __forceinline__ Dst nan_narrow_d(std::uint64_t) { return Dst(0); }
+template <> __device__ __forceinline__ float nan_narrow_d<float>(std::uint64_t w) {
+  return __uint_as_float(nan_to_f32(w));
+}
+template <> __device__ __forceinline__ double nan_narrow_d<double>(std::uint64_t w) {
+  return __longlong_as_double(static_cast<long long>(nan_to_f64(w)));
+}
+template <> __device__ __forceinline__ __half nan_narrow_d<__half>(std::uint64_t w) {
+  return __ushort_as_half(nan_to_f16(w));
+}
+template <> __device__ __forceinline__ __nv_bfloat16 nan_narrow_d<__nv_bfloat16>(std::uint64_t w) {
+  return __ushort_as_bfloat16(nan_to_bf16(w));
+}
+
 template <typename Dst, typename Src>
 __global__ void cast_kernel(Dst* out, const Src* in, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride())
-    out[i] = narrow_d<Dst>(widen_d(in[i]));
+  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    const Src v = in[i];
+    out[i] = is_nan_d(v) ? nan_narrow_d<Dst>(nan_wide_d(v)) : narrow_d<Dst>(widen_d(v));
+  }
 }
 
 void cast_cuda(Tensor& dst, const Tensor& src) {

@@ -2,7 +2,7 @@
 //  * the whole tensor: many blocks each reduce a slice, then one block reduces the blocks'
 //    partial sums (two passes);
 //  * along the last axis (and max/argmax): one warp per row, combined with shuffles;
-//  * along any other axis: one thread per output element walking down its column.
+//  * along any other axis: tiles of 32 columns, the rows cut into chunks among blocks.
 // 16-bit inputs accumulate in float, f64 in double.
 #include "argmax_rule.h"
 #include "cuda_util.cuh"
@@ -81,20 +81,47 @@ __global__ void sum_rows_kernel(T* out, const T* x, std::int64_t rows, std::int6
   }
 }
 
-// ---- along another axis: one thread per output ------------------------------------------
-// x viewed as [outer, n, inner]; output t = (o, k) sums x[o, j, k] over j. Neighbouring
-// threads have neighbouring k, so at every j the warp reads 32 consecutive elements.
-template <typename T>
-__global__ void sum_columns_kernel(T* out, const T* x, std::int64_t outer, std::int64_t n,
-                                   std::int64_t inner, bool mean) {
-  for (std::int64_t t = grid_start(); t < outer * inner; t += grid_stride()) {
-    const std::int64_t o = t / inner;
-    const std::int64_t k = t % inner;
-    const T* column = x + o * n * inner + k;  // x[o, 0, k]; the next j is `inner` further
-    compute_t<T> acc = 0;
-    for (std::int64_t j = 0; j < n; ++j) acc += to_compute(column[j * inner]);
-    // n == 0 gives 0 for sum and 0/0 = NaN for mean, as on the CPU.
-    out[t] = from_compute<T>(mean ? acc / static_cast<compute_t<T>>(n) : acc);
+// ---- along another axis: tiles of 32 columns -------------------------------------------
+// x viewed as [outer, n, inner]; output (o, k) sums x[o, j, k] over j. A block of 32 x 8
+// threads takes 32 neighbouring columns k of one o (threadIdx.x is the column, so each row's
+// 32 values are one coalesced load) and a chunk of rows j, shared by its 8 rows of threads
+// (threadIdx.y takes j = j0 + y, j0 + y + 8, ...); shared memory then adds the 8 partial
+// sums of each column in a fixed order. With few columns and many rows (a bias gradient sums
+// N*P rows of C_out columns), one block per tile would leave the GPU idle, so the rows are
+// also cut into chunks along blockIdx.y: each chunk writes a partial sum per column, and a
+// second launch of the same kernel adds the chunks in order (deterministic, no atomics).
+// Out is T for the final result, or the accumulation type A for the partial sums.
+constexpr int kColTile = 32, kColRows = 8;
+
+template <typename T, typename Out>
+__global__ void sum_columns_kernel(Out* out, const T* x, std::int64_t outer, std::int64_t n,
+                                   std::int64_t inner, std::int64_t chunk, bool mean,
+                                   std::int64_t mean_of) {
+  using A = compute_t<T>;
+  __shared__ A partial[kColRows][kColTile + 1];  // +1: no bank conflicts on the column read
+  const std::int64_t tiles = (inner + kColTile - 1) / kColTile;
+  const std::int64_t j0 = static_cast<std::int64_t>(blockIdx.y) * chunk;
+  const std::int64_t j1 = j0 + chunk < n ? j0 + chunk : n;
+  // Every thread of the block has the same p, so all reach the __syncthreads together.
+  for (std::int64_t p = blockIdx.x; p < outer * tiles; p += gridDim.x) {
+    const std::int64_t o = p / tiles, k = (p % tiles) * kColTile + threadIdx.x;
+    A acc = 0;
+    if (k < inner) {
+      const T* column = x + o * n * inner + k;  // x[o, 0, k]; the next j is `inner` further
+      for (std::int64_t j = j0 + threadIdx.y; j < j1; j += kColRows)
+        acc += to_compute(column[j * inner]);
+    }
+    partial[threadIdx.y][threadIdx.x] = acc;
+    __syncthreads();
+    if (threadIdx.y == 0 && k < inner) {
+      A total = partial[0][threadIdx.x];
+      for (int r = 1; r < kColRows; ++r) total += partial[r][threadIdx.x];
+      // n == 0 gives 0 for sum and 0/0 = NaN for mean, as on the CPU.
+      if (mean) total /= static_cast<A>(mean_of);
+      out[static_cast<std::int64_t>(blockIdx.y) * outer * inner + o * inner + k] =
+          from_compute<Out>(static_cast<compute_t<Out>>(total));
+    }
+    __syncthreads();  // the tile is refilled for the next p
   }
 }
 
@@ -103,13 +130,38 @@ void sum_axis_cuda(Tensor& out, const Tensor& x, std::int64_t outer, std::int64_
   cudaStream_t stream = launch_stream(x.device());
   dispatch_cuda_floating(x.dtype(), mean ? "mean" : "sum", [&](auto tag) {
     using T = decltype(tag);
+    using A = compute_t<T>;
     if (inner == 1) {
       sum_rows_kernel<T><<<grid_for(outer * 32), kBlock, 0, stream>>>(
           device_ptr<T>(out), device_ptr<T>(x), outer, n, mean);
-    } else {
-      sum_columns_kernel<T><<<grid_for(outer * inner), kBlock, 0, stream>>>(
-          device_ptr<T>(out), device_ptr<T>(x), outer, n, inner, mean);
+      MGPU_CUDA_CHECK_LAUNCH();
+      return;
     }
+    // Chunks of rows: about 1024 blocks in all, at least 256 rows (32 per thread) each.
+    const std::int64_t tiles = outer * ((inner + kColTile - 1) / kColTile);
+    const unsigned grid_x = static_cast<unsigned>(std::min<std::int64_t>(tiles, 1 << 20));
+    const std::int64_t by_gpu = (1024 + tiles - 1) / tiles, by_rows = (n + 255) / 256;
+    std::int64_t chunks = std::max<std::int64_t>(1, std::min(by_gpu, by_rows));
+    const std::int64_t chunk = n > 0 ? (n + chunks - 1) / chunks : 0;
+    if (n > 0) chunks = (n + chunk - 1) / chunk;  // no chunk left empty
+    const dim3 block(kColTile, kColRows);
+    if (chunks == 1) {
+      sum_columns_kernel<T, T><<<dim3(grid_x, 1), block, 0, stream>>>(
+          device_ptr<T>(out), device_ptr<T>(x), outer, n, inner, chunk, mean, n);
+      MGPU_CUDA_CHECK_LAUNCH();
+      return;
+    }
+    // Pass 1: partial sums per chunk, [chunks, outer * inner] in A. Pass 2: the same kernel
+    // adds them along the chunks, as a sum over axis 1 of [1, chunks, outer * inner].
+    Tensor partials = Tensor::empty({chunks, outer * inner}, dtype_of<A>::value, x.device());
+    sum_columns_kernel<T, A><<<dim3(grid_x, static_cast<unsigned>(chunks)), block, 0, stream>>>(
+        device_ptr<A>(partials), device_ptr<T>(x), outer, n, inner, chunk, false, n);
+    MGPU_CUDA_CHECK_LAUNCH();
+    const std::int64_t columns = outer * inner;
+    const unsigned grid2 = static_cast<unsigned>(
+        std::min<std::int64_t>((columns + kColTile - 1) / kColTile, 1 << 20));
+    sum_columns_kernel<A, T><<<dim3(grid2, 1), block, 0, stream>>>(
+        device_ptr<T>(out), device_ptr<A>(partials), 1, chunks, columns, chunks, mean, n);
     MGPU_CUDA_CHECK_LAUNCH();
   });
 }

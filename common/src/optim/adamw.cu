@@ -1,5 +1,6 @@
 // CUDA twin of the AdamW loop in adamw.cpp: one thread per element, all four tensors read
-// and written once (a fused kernel instead of a dozen elementwise ops).
+// and written once (a fused kernel instead of a dozen elementwise ops), with the CPU's
+// roundings, so both give the same bits.
 #include "ops/cuda_util.cuh"
 #include "optim/adamw_cuda.h"
 
@@ -11,13 +12,16 @@ __global__ void adamw_kernel(T* p, const T* g, T* m, T* v, compute_t<T> step_siz
                              compute_t<T> b2, compute_t<T> eps, std::int64_t n) {
   using A = compute_t<T>;
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
+    // Every product through mul_rn: nvcc would fuse a*b + c into one FMA (one rounding where
+    // the CPU loop rounds twice), and the update is meant to give the CPU's bits. sqrt and
+    // the division are IEEE-rounded on both (nvcc's default -prec-sqrt and -prec-div).
     const A gi = to_compute(g[i]);
-    const A mi = b1 * to_compute(m[i]) + (A(1) - b1) * gi;
-    const A vi = b2 * to_compute(v[i]) + (A(1) - b2) * gi * gi;
+    const A mi = mul_rn(b1, to_compute(m[i])) + mul_rn(A(1) - b1, gi);
+    const A vi = mul_rn(b2, to_compute(v[i])) + mul_rn(mul_rn(A(1) - b2, gi), gi);
     const A denom = sqrt(vi) / sqrt_bc2 + eps;
     m[i] = from_compute<T>(mi);
     v[i] = from_compute<T>(vi);
-    p[i] = from_compute<T>(to_compute(p[i]) * decay - step_size * mi / denom);
+    p[i] = from_compute<T>(mul_rn(to_compute(p[i]), decay) - mul_rn(step_size, mi) / denom);
   }
 }
 

@@ -174,6 +174,26 @@ TEST_CASE("CUDA sum and mean along an axis match the CPU", "[gpu][ops][reduce]")
       }
 }
 
+TEST_CASE("CUDA sums down tall columns (bias gradients) match the CPU", "[gpu][ops][reduce]") {
+  // The column kernel cuts the rows into chunks among blocks when there are few columns:
+  // a bias gradient is sum(grad, 0) of N*P rows by C_out columns. Column counts below, at
+  // and above a 32-wide tile, row counts that leave a short last chunk, and a middle axis.
+  const std::vector<std::pair<Shape, int>> cases = {
+      {{86528, 32}, 0}, {{100003, 10}, 0}, {{70001, 33}, 0}, {{5000, 1000}, 0},
+      {{257, 3}, 0},    {{3, 70001, 7}, 1}, {{2, 4099, 65}, 1}, {{1, 1, 40}, 0}};
+  for (DType t : float_dtypes())
+    for (const auto& [s, a] : cases) {
+      const Tensor x = random_tensor(s, t);
+      std::vector<double> ref, scale;
+      axis_reference(values(x), s, a, ref, scale);
+      const Tensor gx = gpu(x);
+      const std::string what = name(t) + shape_str(s) + " axis " + std::to_string(a);
+      check_close(values(sum(gx, a)), values(sum(x, a)), gpu_rtol(t), tiny(t), "sum " + what, scale);
+      for (double& e : scale) e /= static_cast<double>(s[a]);
+      check_close(values(mean(gx, a)), values(mean(x, a)), gpu_rtol(t), tiny(t), "mean " + what, scale);
+    }
+}
+
 TEST_CASE("CUDA max_last and argmax_last match the CPU exactly", "[gpu][ops][reduce]") {
   const std::vector<Shape> shapes = {{0, 5}, {1}, {1, 1}, {7, 13}, {300, 257}, {2, 3, 33},
                                      {4, 1000}, {1, 1 << 20}, {1 << 14, 64}};
