@@ -8,10 +8,12 @@
 
 namespace mgpu::lesson00 {
 
-// One thread computes one element: y[i] = a * x[i] + y[i].
+// One thread computes one element: y[i] = a * x[i] + y[i], rounded as the CPU twin rounds it.
 __global__ void saxpy_kernel(std::int64_t n, float a, const float* x, float* y) {
   // TODO(task1) BEGIN: compute this thread's global index i from blockIdx.x, blockDim.x and
-  // threadIdx.x (in 64 bits), and, if i < n, update y[i] (about 3 lines).
+  // threadIdx.x (in 64 bits), and, if i < n, update y[i] with the CPU twin's roundings: the
+  // product rounded on its own (__fmul_rn), then the sum (about 3 lines; the chapter's "Why
+  // a GPU result may differ in the last bit" says why).
   // TODO(task1) END
 }
 

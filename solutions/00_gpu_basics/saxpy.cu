@@ -8,15 +8,19 @@
 
 namespace mgpu::lesson00 {
 
-// One thread computes one element: y[i] = a * x[i] + y[i].
+// One thread computes one element: y[i] = a * x[i] + y[i], rounded as the CPU twin rounds it.
 __global__ void saxpy_kernel(std::int64_t n, float a, const float* x, float* y) {
   // TODO(task1) BEGIN: compute this thread's global index i from blockIdx.x, blockDim.x and
-  // threadIdx.x (in 64 bits), and, if i < n, update y[i] (about 3 lines).
+  // threadIdx.x (in 64 bits), and, if i < n, update y[i] with the CPU twin's roundings: the
+  // product rounded on its own (__fmul_rn), then the sum (about 3 lines; the chapter's "Why
+  // a GPU result may differ in the last bit" says why).
   // blockIdx.x * blockDim.x threads come before this block; threadIdx.x is our place in it.
   // Cast first: the product overflows 32 bits for tensors over 2^31 elements.
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   // The last block is usually only partly inside the array: its extra threads do nothing.
-  if (i < n) y[i] = a * x[i] + y[i];
+  // __fmul_rn keeps the product a rounding of its own, as in the CPU loop: written
+  // a * x[i] + y[i], nvcc would fuse it into one FMA and round once (a last-bit difference).
+  if (i < n) y[i] = __fmul_rn(a, x[i]) + y[i];
   // TODO(task1) END
 }
 
