@@ -85,6 +85,23 @@ Tensor matmul(const Tensor& a, const Tensor& b, bool trans_a, bool trans_b, DTyp
 void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
                 bool trans_b = false, double alpha = 1.0, double beta = 0.0);
 
+/// Batched products: C[i] = op(A[i]) op(B[i]) for every i of the first dimension, A and B
+/// 3-D with the same first dimension (attention's heads × batch). dtypes as matmul; on
+/// CUDA one strided-batched cuBLAS call, on the CPU the products shared among the threads.
+Tensor matmul_batched(const Tensor& a, const Tensor& b, bool trans_a = false, bool trans_b = false);
+/// C[i] = alpha op(A[i]) op(B[i]) + beta C[i], into an existing [batch, M, N] C.
+void matmul_batched_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
+                        bool trans_b = false, double alpha = 1.0, double beta = 0.0);
+
+// ---- softmax ------------------------------------------------------------------------------
+/// Softmax over the last axis, stable (the row's largest value is subtracted first). With
+/// `causal`, x is [..., T, T] and row t sees columns 0..t only: the others get probability
+/// exactly 0 (attention's mask: a position never looks ahead).
+Tensor softmax(const Tensor& x, bool causal = false);
+/// dL/dx of softmax from dL/dy and y = softmax(x): y · (dL/dy − Σ_row dL/dy · y). Masked
+/// entries (y = 0) get a zero gradient.
+Tensor softmax_backward(const Tensor& grad_out, const Tensor& y);
+
 // ---- loss -----------------------------------------------------------------------------
 /// Fused, numerically stable softmax + cross-entropy over the last axis.
 /// logits [N, C] (float dtype), labels [N] (i32 or i64, each in [0, C)).

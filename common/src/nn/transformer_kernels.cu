@@ -1,4 +1,4 @@
-// CUDA twins of layernorm.cpp's and gelu.cpp's CPU loops.
+// CUDA twins of layernorm.cpp's, gelu.cpp's and embedding.cpp's CPU loops.
 #include "nn/transformer_kernels_cuda.h"
 #include "ops/cuda_util.cuh"
 
@@ -127,6 +127,28 @@ __global__ void gelu_backward_kernel(const T* grad_out, const T* x, T* grad_in, 
     grad_in[i] = from_compute<T>(to_compute(grad_out[i]) * gelu_slope(to_compute(x[i])));
 }
 
+// ---- Embedding ---------------------------------------------------------------------------
+// The lookup: one thread per output element, consecutive threads on consecutive columns.
+template <typename T>
+__global__ void embedding_kernel(const std::int64_t* ids, const T* weight, T* out,
+                                 std::int64_t C, std::int64_t total) {
+  for (std::int64_t i = grid_start(); i < total; i += grid_stride())
+    out[i] = weight[ids[i / C] * C + i % C];
+}
+
+// The gradient: one thread per column walks the positions in order and adds each row's
+// share where its id points. No atomics, so the sums come in a fixed order (PyTorch's CUDA
+// embedding backward sorts the ids for the same reason).
+template <typename T>
+__global__ void embedding_backward_kernel(const std::int64_t* ids, const T* grad_out,
+                                          T* grad_weight, std::int64_t N, std::int64_t C) {
+  for (std::int64_t c = grid_start(); c < C; c += grid_stride())
+    for (std::int64_t n = 0; n < N; ++n) {
+      T& dst = grad_weight[ids[n] * C + c];
+      dst = from_compute<T>(to_compute(dst) + to_compute(grad_out[n * C + c]));
+    }
+}
+
 template <typename T>
 const T* optional_ptr(const Tensor& t) {
   return t.defined() ? device_ptr<T>(t) : nullptr;
@@ -179,6 +201,29 @@ void gelu_backward_cuda(const Tensor& grad_out, const Tensor& x, Tensor& grad_in
   launch_grid_stride("gelu_backward", x,
                      [](auto tag) { return gelu_backward_kernel<decltype(tag)>; }, grad_out, x,
                      grad_in);
+}
+
+void embedding_cuda(const Tensor& ids, const Tensor& weight, Tensor& out, std::int64_t C) {
+  cudaStream_t stream = launch_stream(weight.device());
+  const std::int64_t total = out.numel();
+  dispatch_cuda_floating(weight.dtype(), "embedding", [&](auto tag) {
+    using T = decltype(tag);
+    embedding_kernel<T><<<grid_for(total), kBlock, 0, stream>>>(
+        device_ptr<std::int64_t>(ids), device_ptr<T>(weight), device_ptr<T>(out), C, total);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
+void embedding_backward_cuda(const Tensor& ids, const Tensor& grad_out, Tensor& grad_weight,
+                             std::int64_t C) {
+  cudaStream_t stream = launch_stream(grad_weight.device());
+  dispatch_cuda_floating(grad_weight.dtype(), "embedding_backward_", [&](auto tag) {
+    using T = decltype(tag);
+    embedding_backward_kernel<T><<<grid_for(C), kBlock, 0, stream>>>(
+        device_ptr<std::int64_t>(ids), device_ptr<T>(grad_out), device_ptr<T>(grad_weight),
+        ids.numel(), C);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
 }
 
 }  // namespace mgpu::nn::detail

@@ -1,6 +1,7 @@
-// The transformer's layers on the CPU: LayerNorm and GELU (tanh form) against values PyTorch
-// prints for the same inputs, their gradients against central finite differences in f64,
-// and ([gpu]) CUDA against the CPU in every floating dtype.
+// The transformer's layers and ops: LayerNorm and GELU (tanh form) against values PyTorch
+// prints for the same inputs, Embedding, the batched matrix product and the (causal)
+// softmax against plain loops, gradients against central finite differences in f64, and
+// ([gpu]) CUDA against the CPU in every floating dtype.
 #include "gpu.h"
 #include "mgpu/nn/all.h"
 #include "nn_test_util.h"
@@ -87,6 +88,100 @@ TEST_CASE("LayerNorm: a bad input is a clear error, a frozen weight is left alon
   CHECK_THROWS_AS(LayerNorm(0), Error);
 }
 
+TEST_CASE("matmul_batched: each entry is its own product, in every transpose",
+          "[nn][transformer][matmul]") {
+  const Tensor a = random_tensor({3, 4, 5}, 101), b = random_tensor({3, 5, 2}, 102);
+  const Tensor at = random_tensor({3, 5, 4}, 103), bt = random_tensor({3, 2, 5}, 104);
+  auto entry = [](const Tensor& t, std::int64_t i) {
+    return t.slice(i, i + 1).reshape({t.size(1), t.size(2)});
+  };
+  for (bool ta : {false, true})
+    for (bool tb : {false, true}) {
+      INFO("trans_a " << ta << " trans_b " << tb);
+      const Tensor& A = ta ? at : a;
+      const Tensor& B = tb ? bt : b;
+      const Tensor c = matmul_batched(A, B, ta, tb);
+      REQUIRE(c.shape() == Shape{3, 4, 2});
+      for (std::int64_t i = 0; i < 3; ++i)
+        CHECK(values(entry(c, i)) == values(matmul(entry(A, i), entry(B, i), ta, tb)));
+    }
+  Tensor acc = random_tensor({3, 4, 2}, 105);
+  const Tensor before = acc.clone();
+  matmul_batched_out(acc, a, b, false, false, 2.0, 1.0);  // acc = 2 a b + acc
+  const Tensor ab = matmul_batched(a, b);
+  const auto got = values(acc), x = values(ab), y = values(before);
+  for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - (2 * x[i] + y[i])) < 1e-14);
+  CHECK_THROWS_AS(matmul_batched(a, random_tensor({2, 5, 2}, 106)), Error);
+}
+
+TEST_CASE("softmax: rows sum to one, the causal mask hides the future, gradients check",
+          "[nn][transformer][softmax]") {
+  const Tensor x = random_tensor({2, 4, 4}, 111, DType::f64, -3.0, 3.0);
+  for (bool causal : {false, true}) {
+    INFO("causal " << causal);
+    const Tensor y = softmax(x, causal);
+    const auto v = values(y), xv = values(x);
+    for (std::int64_t r = 0; r < 8; ++r) {
+      const std::int64_t t = r % 4, seen = causal ? t + 1 : 4;
+      double sum = 0, denom = 0;
+      for (std::int64_t j = 0; j < seen; ++j) denom += std::exp(xv[r * 4 + j]);
+      for (std::int64_t j = 0; j < 4; ++j) {
+        const double want = j < seen ? std::exp(xv[r * 4 + j]) / denom : 0.0;
+        CHECK(std::fabs(v[r * 4 + j] - want) < 1e-15);
+        sum += v[r * 4 + j];
+      }
+      CHECK(std::fabs(sum - 1.0) < 1e-15);
+    }
+    // Finite differences of L = Σ w · softmax(x).
+    const Tensor w = random_tensor({2, 4, 4}, 112);
+    const auto analytic = values(softmax_backward(w, y));
+    Tensor xp = x.clone();
+    double* p = xp.data<double>();
+    for (std::int64_t i = 0; i < xp.numel(); ++i) {
+      const double keep = p[i], h = 1e-6;
+      p[i] = keep + h;
+      const double up = nntest::dot(softmax(xp, causal), w);
+      p[i] = keep - h;
+      const double down = nntest::dot(softmax(xp, causal), w);
+      p[i] = keep;
+      CHECK(std::fabs(analytic[static_cast<std::size_t>(i)] - (up - down) / (2 * h)) < 1e-8);
+    }
+  }
+  // Large scores do not overflow: the row maximum is subtracted first.
+  const Tensor big = Tensor::from_vector(std::vector<double>{1000, 1001}, {1, 2});
+  CHECK(std::fabs(values(softmax(big))[1] - 1 / (1 + std::exp(-1.0))) < 1e-15);
+  CHECK_THROWS_AS(softmax(random_tensor({2, 3}, 113), true), Error);  // causal needs square
+}
+
+TEST_CASE("Embedding: rows looked up, gradients added where the ids point",
+          "[nn][transformer][embedding]") {
+  manual_seed(9);
+  Embedding emb(5, 3);
+  emb.to(DType::f64);
+  const Tensor ids = Tensor::from_vector(std::vector<std::int64_t>{4, 0, 4, 2}, {2, 2});
+  const Tensor out = emb.forward(ids);
+  REQUIRE(out.shape() == Shape{2, 2, 3});
+  const auto w = values(emb.weight().value), o = values(out);
+  const std::int64_t rows[] = {4, 0, 4, 2};
+  for (int n = 0; n < 4; ++n)
+    for (int c = 0; c < 3; ++c) CHECK(o[n * 3 + c] == w[rows[n] * 3 + c]);
+  emb.zero_grad();
+  const Tensor g = random_tensor({2, 2, 3}, 121);
+  CHECK_FALSE(emb.backward(g).defined());
+  const auto gw = values(emb.weight().grad), gv = values(g);
+  for (int c = 0; c < 3; ++c) {
+    CHECK(gw[4 * 3 + c] == gv[0 * 3 + c] + gv[2 * 3 + c]);  // row 4 was picked twice
+    CHECK(gw[0 * 3 + c] == gv[1 * 3 + c]);
+    CHECK(gw[1 * 3 + c] == 0.0);  // never picked
+  }
+  try {
+    emb.forward(Tensor::from_vector(std::vector<std::int64_t>{1, 5}, {2}));
+    FAIL("no error for id 5 of 5 rows");
+  } catch (const Error& e) {
+    CHECK(std::string(e.what()).find("id 5 at position 1") != std::string::npos);
+  }
+}
+
 TEST_CASE("LayerNorm and GELU on CUDA match the CPU", "[nn][transformer][gpu]") {
   const Device gpu = Device::cuda(0);
   for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
@@ -116,5 +211,38 @@ TEST_CASE("LayerNorm and GELU on CUDA match the CPU", "[nn][transformer][gpu]") 
     check_close(gelu(x.to(gpu)).to(Device::cpu()), gelu(x), rtol, atol, "gelu");
     check_close(gelu_backward(g.to(gpu), x.to(gpu)).to(Device::cpu()), gelu_backward(g, x), rtol,
                 atol, "gelu_backward");
+  }
+}
+
+TEST_CASE("matmul_batched, softmax and Embedding on CUDA match the CPU", "[nn][transformer][gpu]") {
+  const Device gpu = Device::cuda(0);
+  for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
+    INFO("dtype " << dtype_name(dtype));
+    const double rtol = gpu_rtol(dtype), atol = dtype == DType::f64 ? 1e-12 : 4 * rtol;
+    const Tensor a = random_tensor({6, 33, 17}, 131, dtype), b = random_tensor({6, 33, 9}, 132, dtype);
+    check_close(matmul_batched(a.to(gpu), b.to(gpu), true, false).to(Device::cpu()),
+                matmul_batched(a, b, true, false), rtol, 8 * atol, "matmul_batched");
+    for (bool causal : {false, true}) {
+      const Tensor x = random_tensor({3, 300, 300}, 133, dtype, -4.0, 4.0);
+      const Tensor y = softmax(x, causal);
+      check_close(softmax(x.to(gpu), causal).to(Device::cpu()), y, rtol, atol, "softmax");
+      const Tensor g = random_tensor({3, 300, 300}, 134, dtype);
+      check_close(softmax_backward(g.to(gpu), y.to(gpu)).to(Device::cpu()), softmax_backward(g, y),
+                  rtol, atol, "softmax_backward");
+    }
+    Embedding emb(50, 70);
+    emb.to(dtype);
+    auto emb_gpu = emb.clone();
+    emb_gpu->to(gpu);
+    std::vector<std::int64_t> id_values(64);
+    for (std::size_t i = 0; i < id_values.size(); ++i) id_values[i] = static_cast<std::int64_t>((i * 7) % 50);
+    const Tensor ids = Tensor::from_vector(id_values, {8, 8});
+    check_close(emb_gpu->forward(ids.to(gpu)).to(Device::cpu()), emb.forward(ids), 0, 0,
+                "embedding lookup");
+    const Tensor g = random_tensor({8, 8, 70}, 135, dtype);
+    emb.backward(g);
+    emb_gpu->backward(g.to(gpu));
+    check_close(emb_gpu->named_parameters()[0].second->grad.to(Device::cpu()),
+                emb.named_parameters()[0].second->grad, rtol, atol, "embedding gradient");
   }
 }

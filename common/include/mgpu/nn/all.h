@@ -6,6 +6,7 @@
 #include "mgpu/nn/batchnorm.h"
 #include "mgpu/nn/conv2d.h"
 #include "mgpu/nn/dropout.h"
+#include "mgpu/nn/embedding.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/nn/layernorm.h"

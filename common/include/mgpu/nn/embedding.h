@@ -1,0 +1,50 @@
+/// @file embedding.h
+/// @brief A lookup table: token ids to rows of a learned matrix (PyTorch's nn.Embedding).
+/// The transformer's token and position embeddings; its output head reuses the token
+/// table (weight tying), so that table's gradient arrives from two places.
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/module.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::nn {
+
+/// out[..., :] = weight[ids[...], :]: ids any shape, i32 or i64, each in [0, V) (checked);
+/// weight [V, C]. Output [ids..., C] in weight's dtype on weight's device.
+Tensor embedding(const Tensor& ids, const Tensor& weight);
+/// grad_weight[ids[n], :] += grad_out[n, :] for every position n (grad_out [ids..., C]).
+/// A row picked twice gets both contributions. Sums in position order on the CPU and on
+/// CUDA (one thread per column walks the positions), so results never depend on timing.
+void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& grad_out);
+
+/// nn.Embedding(num_embeddings, embedding_dim): parameter "weight" [V, C], drawn from
+/// N(0, 1) as PyTorch does. Input: ids (i32 or i64); output [ids..., C]. Keeps the ids for
+/// backward in training mode. The ids are integers, so backward returns no input gradient.
+class Embedding : public Module {
+ public:
+  Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
+  Tensor forward(const Tensor& ids) override;
+  /// Adds to the weight's gradient; returns an undefined tensor (ids have no gradient).
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+  std::int64_t num_embeddings() const { return rows_; }
+  std::int64_t embedding_dim() const { return dim_; }
+  Parameter& weight() { return parameter_at(weight_); }
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  Embedding(const Embedding&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  std::int64_t rows_, dim_;
+  std::size_t weight_ = 0;
+  SavedContexts<Tensor> saved_;
+};
+
+}  // namespace mgpu::nn
