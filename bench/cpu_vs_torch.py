@@ -6,6 +6,7 @@ of lesson 01's MLP and CNN (bench_train and bench/train_torch.py), interleaved.
   bench/cpu_vs_torch.py --threads 1 --rounds 20
   bench/cpu_vs_torch.py --build-dir build-cpu --wait-policy active
   bench/cpu_vs_torch.py --spin-us 0                      mgpu's idle threads sleep at once
+  bench/cpu_vs_torch.py --device cuda --precision bf16   the same on a GPU, forward under autocast
 
 How it is fair:
 - The same environment for both, set here and printed: OMP_NUM_THREADS and
@@ -121,6 +122,9 @@ def main():
     p.add_argument("--steps", type=int, default=2, help="steps per contender per round")
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--json", help="append one JSON line per model here")
+    p.add_argument("--device", default="cpu", help="cpu (default) or cuda: where both train")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bf16: the forward under each one's autocast (amp::Autocast, torch.autocast)")
     args = p.parse_args()
     if args.threads < 1 or args.rounds < 1 or args.steps < 1:
         sys.exit("cpu_vs_torch.py: --threads, --rounds and --steps must be 1 or more")
@@ -150,7 +154,8 @@ def main():
 
     load_before = os.getloadavg()
     common = ["--batch-size", str(args.batch_size), "--threads", str(args.threads),
-              "--warmup", str(args.warmup), "--device", "cpu"]
+              "--warmup", str(args.warmup), "--device", args.device,
+              "--precision", args.precision]
     models = sum((["--model", m] for m in args.models), [])
     mgpu = Server("mgpu", [bench_train, "--serve"] + models + common, env)
     torch = Server("torch", [python, os.path.join(ROOT, "bench", "train_torch.py"), "--serve"] + models + common, env)
@@ -176,7 +181,8 @@ def main():
     print(f"environment (both): {pinned}")
     print(f"mgpu:  {mgpu.summary}")
     print(f"torch: {torch.summary} (python {python})")
-    print(f"training step of lesson 01's models, batch {args.batch_size}, f32; {args.rounds} rounds of "
+    print(f"training step of lesson 01's models on {args.device}, batch {args.batch_size}, "
+          f"{args.precision}; {args.rounds} rounds of "
           f"{args.steps} steps each, interleaved; medians [min-max]")
     print(f"{'model':5} {'mgpu step_ms':>24} {'torch step_ms':>24} {'mgpu samples/s':>15} "
           f"{'torch samples/s':>16} {'ratio':>6} {'per-round ratio':>22}")
@@ -190,6 +196,7 @@ def main():
         if args.json:
             with open(args.json, "a") as f:
                 f.write(json.dumps({"model": m, "batch": args.batch_size, "threads": args.threads,
+                                    "device": args.device, "precision": args.precision,
                                     "environment": pinned, "mgpu_ms": a, "torch_ms": b, "ratio": ratio,
                                     "round_ratios": rr, "load_before": load_before,
                                     "load_after": load_after}) + "\n")

@@ -5,6 +5,7 @@
 //   build/bench/bench_train                       mlp and cnn, batch 256, cpu (+ cuda if any)
 //   build/bench/bench_train --device cuda --batch-size 64 --batch-size 256 --batch-size 1024
 //   build/bench/bench_train --threads 1           one CPU thread for the library's loops and products
+//   build/bench/bench_train --device cuda --precision bf16   forward under the bf16 autocast policy
 //
 // Beside samples/s it prints the achieved GFLOP/s, from the models' matrix-product FLOPs
 // (a training step costs about 3x the forward: the forward GEMMs, and two GEMMs of the same
@@ -27,6 +28,7 @@
 
 #include "bench_util.h"
 #include "mgpu/allocator.h"
+#include "mgpu/amp/all.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
@@ -62,12 +64,14 @@ double step_flops(const std::string& name) {
 /// One model in training: its optimizer, a fixed random batch, and the step.
 struct Contender {
   Device device;
+  bool bf16 = false;  // forward under amp::Autocast(bf16), as torch.autocast in train_torch.py
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<mgpu::optim::SGD> opt;
   nn::CrossEntropyLoss loss_fn;
   Tensor x, y;
 
-  Contender(const std::string& name, std::int64_t batch, const Device& d) : device(d) {
+  Contender(const std::string& name, std::int64_t batch, const Device& d, bool bf16_autocast)
+      : device(d), bf16(bf16_autocast) {
     nn::manual_seed(0);
     model = nn::make_model(name);  // lesson 01's models
     // The batch is data: no gradient for it, as PyTorch's autograd knows (train_torch.py).
@@ -83,7 +87,13 @@ struct Contender {
 
   void step() {
     opt->zero_grad();
-    Tensor logits = model->forward(x);
+    Tensor logits;
+    if (bf16) {
+      mgpu::amp::Autocast region(mgpu::DType::bf16);
+      logits = model->forward(x);
+    } else {
+      logits = model->forward(x);
+    }
     loss_fn.forward(logits, y);
     model->backward(loss_fn.backward());
     opt->step();
@@ -137,6 +147,7 @@ int main(int argc, char** argv) {
   int reps = 20, warmup = 3;
   int threads = bench::default_threads();
   bool serve_mode = false;
+  std::string precision = "fp32";
   CLI::App app{"Training-step throughput (samples/s) of lesson 01's MLP and CNN."};
   app.add_option("--device", devices, "cpu, cuda, ... (repeatable; default: cpu, and cuda if present)");
   app.add_option("--model", models, "mlp and/or cnn (repeatable)")
@@ -147,6 +158,9 @@ int main(int argc, char** argv) {
       ->check(mgpu::app::positive_integer())->capture_default_str();
   app.add_option("--warmup", warmup, "untimed steps first")
       ->check(mgpu::app::non_negative_integer())->capture_default_str();
+  app.add_option("--precision", precision, "fp32, or bf16: the forward under the autocast policy "
+                 "(16-bit GEMM operands, f32 master weights)")
+      ->check(CLI::IsMember({"fp32", "bf16"}))->capture_default_str();
   bench::add_threads_option(app, threads);
   app.add_flag("--serve", serve_mode, "build and warm up, then run steps on request (see the top of the source)");
   CLI11_PARSE(app, argc, argv);
@@ -161,15 +175,15 @@ int main(int argc, char** argv) {
       std::map<std::string, std::unique_ptr<Contender>> contenders;
       for (const std::string& name : models)
         for (std::int64_t batch : batches) {
-          auto c = std::make_unique<Contender>(name, batch, Device::parse(devices[0]));
+          auto c = std::make_unique<Contender>(name, batch, Device::parse(devices[0]), precision == "bf16");
           for (int i = 0; i < warmup; ++i) c->step();
           contenders[name + " " + std::to_string(batch)] = std::move(c);
         }
       std::printf("mgpu: %s\n", mgpu::cpu_threading_summary().c_str());
       return serve(contenders);
     }
-    std::printf("training step = forward + cross-entropy + backward + SGD(lr 0.01, momentum 0.9);"
-                " median [min-max] of %d steps after %d warm-up steps\n", reps, warmup);
+    std::printf("training step = forward + cross-entropy + backward + SGD(lr 0.01, momentum 0.9), %s;"
+                " median [min-max] of %d steps after %d warm-up steps\n", precision.c_str(), reps, warmup);
     std::printf("CPU: %s; load average %s\n", mgpu::cpu_threading_summary().c_str(),
                 bench::load_average().c_str());
     std::printf("%-5s %-28s %7s %24s %12s %10s %12s %10s\n", "model", "device", "batch", "step_ms",
@@ -181,7 +195,7 @@ int main(int argc, char** argv) {
       std::getline(mapping, where);
       for (const std::string& name : models)
         for (std::int64_t batch : batches) {
-          Contender c(name, batch, device);
+          Contender c(name, batch, device, precision == "bf16");
           for (int i = 0; i < warmup; ++i) c.step();
           mgpu::synchronize(device);
           const mgpu::MemoryStats before = mgpu::memory_stats(device);

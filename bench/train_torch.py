@@ -6,6 +6,7 @@ two can be compared side by side on one machine.
   /usr/bin/python3 bench/train_torch.py                # samples/s table, like bench_train
   /usr/bin/python3 bench/train_torch.py --device cuda --batch-size 64 --batch-size 1024
   /usr/bin/python3 bench/train_torch.py --train --model cnn   # train on Fashion-MNIST, like `train`
+  python3 bench/train_torch.py --device cuda --precision bf16    # forward under torch.autocast(bf16)
 
 It needs an interpreter that imports torch: on Debian that is /usr/bin/python3 with the
 python3-torch package (a python3 of pyenv or a venv earlier on PATH may not have it).
@@ -114,10 +115,13 @@ class Contender:
         self.loss_fn = nn.CrossEntropyLoss()
         self.x = torch.randn(batch, 1, 28, 28, device=device)
         self.y = torch.arange(batch, device=device) % 10
+        self.bf16 = args.precision == "bf16"  # bench_train --precision bf16: amp::Autocast
 
     def step(self):
         self.opt.zero_grad()
-        self.loss_fn(self.model(self.x), self.y).backward()
+        with torch.autocast(self.device.type, dtype=torch.bfloat16, enabled=self.bf16):
+            logits = self.model(self.x)
+        self.loss_fn(logits.float(), self.y).backward()
         self.opt.step()
 
     def timed_step(self):
@@ -157,7 +161,7 @@ def serve(args):
 def bench(args):
     devices = args.device or (["cpu", "cuda"] if torch.cuda.is_available() else ["cpu"])
     print(f"PyTorch {torch.__version__}; training step = forward + cross-entropy + backward + "
-          f"SGD(lr {args.lr}, momentum {args.momentum}); median [min-max] of {args.reps} steps "
+          f"SGD(lr {args.lr}, momentum {args.momentum}), {args.precision}; median [min-max] of {args.reps} steps "
           f"after {args.warmup} warm-up steps")
     print(f"CPU: {threading_summary()}; load average {' '.join(f'{v:.2f}' for v in os.getloadavg())}")
     print(f"{'model':<5} {'device':<28} {'batch':>7} {'step_ms':>24} {'samples/s':>12} {'GFLOP/s':>10}")
@@ -266,6 +270,8 @@ def main():
     p.add_argument("--warmup", type=int, default=3)
     p.add_argument("--threads", type=int, default=os.cpu_count() or 1,
                    help="CPU threads of PyTorch and of OpenBLAS (default: the cores, as bench_train)")
+    p.add_argument("--precision", choices=["fp32", "bf16"], default="fp32",
+                   help="bench and --serve: bf16 runs the forward under torch.autocast(bfloat16)")
     p.add_argument("--train", action="store_true", help="train on Fashion-MNIST like lesson 01's train")
     p.add_argument("--serve", action="store_true", help="bench_train's --serve protocol (bench/cpu_vs_torch.py)")
     p.add_argument("--data", default=FMNIST_DIR)
