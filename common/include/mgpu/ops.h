@@ -8,6 +8,7 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "mgpu/tensor.h"
 
@@ -92,6 +93,12 @@ Tensor matmul_batched(const Tensor& a, const Tensor& b, bool trans_a = false, bo
 /// C[i] = alpha op(A[i]) op(B[i]) + beta C[i], into an existing [batch, M, N] C.
 void matmul_batched_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a = false,
                         bool trans_b = false, double alpha = 1.0, double beta = 0.0);
+
+// ---- layout ---------------------------------------------------------------------------------
+/// A copy of x with its dimensions reordered: dimension i of the result is dimension
+/// dims[i] of x (PyTorch: x.permute(dims).contiguous()). Any dtype, at most 6 dimensions;
+/// dims must list each of 0..ndim-1 once. Attention moves heads next to the batch with it.
+Tensor permute(const Tensor& x, const std::vector<int>& dims);
 
 // ---- softmax ------------------------------------------------------------------------------
 /// Softmax over the last axis, stable (the row's largest value is subtracted first). With

@@ -114,6 +114,22 @@ TEST_CASE("matmul_batched: each entry is its own product, in every transpose",
   CHECK_THROWS_AS(matmul_batched(a, random_tensor({2, 5, 2}, 106)), Error);
 }
 
+TEST_CASE("permute: element (i, j, k) of x lands at its permuted place, any dtype",
+          "[nn][transformer][permute]") {
+  const Tensor x = random_tensor({2, 3, 4}, 141);
+  const Tensor y = permute(x, {2, 0, 1});
+  REQUIRE(y.shape() == Shape{4, 2, 3});
+  const auto xv = values(x), yv = values(y);
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) CHECK(yv[(k * 2 + i) * 3 + j] == xv[(i * 3 + j) * 4 + k]);
+  CHECK(values(permute(y, {1, 2, 0})) == xv);  // the inverse permutation
+  const Tensor ids = Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
+  CHECK(permute(ids, {1, 0}).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 4, 2, 5, 3, 6});
+  CHECK_THROWS_AS(permute(x, {0, 0, 1}), Error);
+  CHECK_THROWS_AS(permute(x, {0, 1}), Error);
+}
+
 TEST_CASE("softmax: rows sum to one, the causal mask hides the future, gradients check",
           "[nn][transformer][softmax]") {
   const Tensor x = random_tensor({2, 4, 4}, 111, DType::f64, -3.0, 3.0);
@@ -230,6 +246,9 @@ TEST_CASE("matmul_batched, softmax and Embedding on CUDA match the CPU", "[nn][t
       check_close(softmax_backward(g.to(gpu), y.to(gpu)).to(Device::cpu()), softmax_backward(g, y),
                   rtol, atol, "softmax_backward");
     }
+    const Tensor p = random_tensor({2, 5, 3, 4, 6}, 136, dtype);
+    check_close(permute(p.to(gpu), {2, 0, 3, 1, 4}).to(Device::cpu()), permute(p, {2, 0, 3, 1, 4}),
+                0, 0, "permute");
     Embedding emb(50, 70);
     emb.to(dtype);
     auto emb_gpu = emb.clone();

@@ -1,0 +1,58 @@
+/// @file attention.h
+/// @brief Causal multi-head self-attention, as in GPT-2 (nanoGPT's CausalSelfAttention).
+///
+/// For n_head heads of size D = C / n_head, with q, k, v each [B·n_head, T, D]:
+///
+///     scores = q kᵀ / √D            [B·n_head, T, T]
+///     probs  = softmax(scores)      row t sees keys 0..t only (the causal mask)
+///     y      = probs v              [B·n_head, T, D]
+#pragma once
+
+#include <cstdint>
+
+#include "mgpu/nn/linear.h"
+#include "mgpu/nn/module.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::nn {
+
+/// y = softmax(q kᵀ / √D, causal) v for q, k, v [BH, T, D] (one dtype and device); `probs`,
+/// when given, receives the [BH, T, T] probabilities the backward needs.
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor* probs = nullptr);
+
+/// The gradients of causal_attention from dL/dy and what the forward kept.
+struct AttentionGrads {
+  Tensor dq, dk, dv;  ///< each [BH, T, D]
+};
+AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& probs);
+
+/// Children "c_attn" = Linear(C, 3C) (q, k and v side by side, nanoGPT's layout) and
+/// "c_proj" = Linear(C, C). Input and output [B, T, C]; C must be a multiple of n_head.
+/// In training mode keeps q, k, v and the probabilities: 3·B·T·C + B·n_head·T² values.
+class CausalSelfAttention : public Module {
+ public:
+  CausalSelfAttention(std::int64_t n_embd, std::int64_t n_head);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+  std::int64_t n_head() const { return heads_; }
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  CausalSelfAttention(const CausalSelfAttention&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  struct Saved {
+    Tensor q, k, v, probs;
+    std::int64_t batch = 0, time = 0;
+  };
+  std::int64_t embd_, heads_;
+  SavedContexts<Saved> saved_;
+};
+
+}  // namespace mgpu::nn

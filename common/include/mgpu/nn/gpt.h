@@ -1,0 +1,96 @@
+/// @file gpt.h
+/// @brief A GPT-2-style decoder: token and learned position embeddings, pre-LayerNorm
+/// residual blocks (causal self-attention, then an MLP with GELU), a final LayerNorm, and
+/// an output head tied to the token embedding. Parameter names follow nanoGPT's state
+/// dict ("transformer.h.0.attn.c_attn.weight", ...); the tied head has no name of its own
+/// (nanoGPT lists the same tensor a second time as "lm_head.weight").
+#pragma once
+
+#include <cstdint>
+#include <string>
+
+#include "mgpu/nn/attention.h"
+#include "mgpu/nn/embedding.h"
+#include "mgpu/nn/layernorm.h"
+#include "mgpu/nn/module.h"
+
+namespace mgpu::nn {
+
+/// The sizes of a GPT.
+struct GPTConfig {
+  std::int64_t vocab_size = 65;  ///< tokens (characters for the character-level corpus)
+  std::int64_t block_size = 128; ///< the longest context T, in tokens
+  std::int64_t n_layer = 4;
+  std::int64_t n_head = 4;
+  std::int64_t n_embd = 128;     ///< C, a multiple of n_head
+
+  /// gpt-tiny: trains on a 2-core CPU in minutes (4 layers, 4 heads, C = 128, T = 128).
+  static GPTConfig tiny(std::int64_t vocab_size);
+  /// The GPT-2 small shape (12 layers, 12 heads, C = 768, T = 1024, 50257 tokens).
+  static GPTConfig gpt2_small();
+  /// Parameters: token and position tables, 12C² + 13C per block, the final LayerNorm
+  /// (the tied head adds none).
+  std::int64_t num_parameters() const;
+  std::string str() const;
+};
+
+/// Children "c_fc" = Linear(C, 4C), "gelu", "c_proj" = Linear(4C, C). [B, T, C] in and out.
+class MLP : public Module {
+ public:
+  explicit MLP(std::int64_t n_embd);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+ protected:
+  MLP(const MLP&) = default;
+
+ private:
+  std::int64_t embd_;
+};
+
+/// x + attn(ln_1(x)), then h + mlp(ln_2(h)): children "ln_1", "attn", "ln_2", "mlp".
+class Block : public Module {
+ public:
+  Block(std::int64_t n_embd, std::int64_t n_head);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+
+ protected:
+  Block(const Block&) = default;
+};
+
+/// ids [B, T] (i64, T <= block_size) -> logits [B, T, vocab_size]. Children
+/// "transformer.wte", "transformer.wpe", "transformer.h.0" ... and "transformer.ln_f".
+/// Weights start as GPT-2's: N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
+/// N(0, 0.02/√(2·n_layer)), biases 0, LayerNorms 1 and 0.
+class GPT : public Module {
+ public:
+  explicit GPT(const GPTConfig& config);
+  Tensor forward(const Tensor& ids) override;
+  /// From dL/dlogits; adds every parameter's gradient (the token table's from the head and
+  /// from the lookup, announced once, when both are in) and returns no input gradient.
+  Tensor backward(const Tensor& grad_logits) override;
+  std::shared_ptr<Module> clone() const override;
+  std::string describe() const override;
+  const GPTConfig& config() const { return config_; }
+
+ protected:
+  GPT(const GPT&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  struct Saved {
+    Tensor final_hidden;  // ln_f's output, [B·T, C]: the head's input
+    std::int64_t batch = 0, time = 0;
+  };
+  Embedding& wte() { return static_cast<Embedding&>(*child_at(0)); }
+  GPTConfig config_;
+  SavedContexts<Saved> saved_;
+};
+
+}  // namespace mgpu::nn

@@ -1,0 +1,114 @@
+// Causal self-attention: the attention core (two batched products around a causal softmax)
+// and the module that projects to q, k, v, splits the heads and projects back.
+#include "mgpu/nn/attention.h"
+
+#include <cmath>
+#include <sstream>
+
+#include "mgpu/ops.h"
+
+namespace mgpu::nn {
+namespace {
+
+void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
+  check_defined("causal_attention", q, "q");
+  MGPU_CHECK(q.ndim() == 3 && k.shape() == q.shape() && v.shape() == q.shape() &&
+                 k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
+                 k.device() == q.device() && v.device() == q.device(),
+             "causal_attention: q ", q.str(), ", k ", k.str(), " and v ", v.str(),
+             " must all be [B·n_head, T, D], of one dtype, on one device");
+}
+
+}  // namespace
+
+Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor* probs) {
+  check_qkv(q, k, v);
+  Tensor scores = matmul_batched(q, k, false, true);  // [BH, T, T]
+  scale_(scores, 1.0 / std::sqrt(static_cast<double>(q.size(2))));
+  Tensor p = softmax(scores, /*causal=*/true);
+  Tensor y = matmul_batched(p, v);  // [BH, T, D]
+  if (probs) *probs = p;
+  return y;
+}
+
+AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
+                                         const Tensor& v, const Tensor& probs) {
+  check_qkv(q, k, v);
+  check_same_shape("causal_attention_backward", grad_y, q);
+  AttentionGrads g;
+  // y = p v: dp = dy vᵀ, dv = pᵀ dy.
+  const Tensor dp = matmul_batched(grad_y, v, false, true);
+  g.dv = matmul_batched(probs, grad_y, true, false);
+  // p = softmax(s) (masked entries have p = 0 and get no gradient); s = q kᵀ / √D.
+  Tensor ds = softmax_backward(dp, probs);
+  scale_(ds, 1.0 / std::sqrt(static_cast<double>(q.size(2))));
+  g.dq = matmul_batched(ds, k);
+  g.dk = matmul_batched(ds, q, true, false);
+  return g;
+}
+
+// ---- the module ------------------------------------------------------------------------------
+
+CausalSelfAttention::CausalSelfAttention(std::int64_t n_embd, std::int64_t n_head)
+    : embd_(n_embd), heads_(n_head) {
+  MGPU_CHECK(n_embd > 0 && n_head > 0 && n_embd % n_head == 0, "CausalSelfAttention(n_embd=",
+             n_embd, ", n_head=", n_head, "): n_embd must be a positive multiple of n_head");
+  register_module("c_attn", std::make_shared<Linear>(n_embd, 3 * n_embd));
+  register_module("c_proj", std::make_shared<Linear>(n_embd, n_embd));
+}
+
+std::string CausalSelfAttention::describe() const {
+  std::ostringstream os;
+  os << "CausalSelfAttention(n_embd=" << embd_ << ", n_head=" << heads_ << ")";
+  return os.str();
+}
+
+Tensor CausalSelfAttention::forward(const Tensor& x) {
+  check_defined("CausalSelfAttention", x, "input");
+  MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input is ", x.str(),
+             ", expected [B, T, ", embd_, "]");
+  const std::int64_t B = x.size(0), T = x.size(1), H = heads_, D = embd_ / heads_;
+  // Step 1) q, k, v side by side, [B·T, 3C] = [B, T, 3, H, D]; the heads move next to the
+  // batch: [3, B, H, T, D], so q, k and v are each a contiguous [B·H, T, D] block.
+  const Tensor qkv = child_at(0)->forward(x.reshape({B * T, embd_}));
+  const Tensor split = permute(qkv.reshape({B, T, 3, H, D}), {2, 0, 3, 1, 4});
+  const std::int64_t block = B * H * T * D;
+  const Tensor q = split.view(0, {B * H, T, D});
+  const Tensor k = split.view(block, {B * H, T, D});
+  const Tensor v = split.view(2 * block, {B * H, T, D});
+  // Step 2) every head attends over its own D values.
+  Tensor probs;
+  const Tensor y = causal_attention(q, k, v, is_training() ? &probs : nullptr);
+  // Step 3) the heads side by side again, [B, T, H, D] = [B·T, C], and the output projection.
+  const Tensor merged = permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, embd_});
+  if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
+  return child_at(1)->forward(merged).reshape({B, T, embd_});
+}
+
+Tensor CausalSelfAttention::backward(const Tensor& grad_out) {
+  Saved s = saved_.pop(describe());
+  const std::int64_t B = s.batch, T = s.time, H = heads_, D = embd_ / heads_;
+  MGPU_CHECK(grad_out.shape() == Shape({B, T, embd_}), describe(), ": grad_out is ",
+             grad_out.str(), " but the forward's output was ", shape_str({B, T, embd_}));
+  // The forward's steps in reverse: projection, heads apart, attention, heads together.
+  const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
+  const Tensor dy = permute(d_merged.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
+  const AttentionGrads g = causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
+  Tensor d_split = Tensor::empty({3, B, H, T, D}, grad_out.dtype(), grad_out.device());
+  const std::int64_t block = B * H * T * D;
+  for (int i = 0; i < 3; ++i) {
+    Tensor part = d_split.view(i * block, {B * H, T, D});
+    cast_(part, i == 0 ? g.dq : i == 1 ? g.dk : g.dv);
+  }
+  const Tensor d_qkv = permute(d_split, {1, 3, 0, 2, 4}).reshape({B * T, 3 * embd_});
+  const Tensor dx = child_at(0)->backward(d_qkv);
+  return dx.defined() ? dx.reshape({B, T, embd_}) : dx;
+}
+
+std::shared_ptr<Module> CausalSelfAttention::clone() const {
+  auto copy = std::shared_ptr<CausalSelfAttention>(new CausalSelfAttention(*this));
+  copy->clear_saved();
+  return copy;
+}
+
+}  // namespace mgpu::nn
