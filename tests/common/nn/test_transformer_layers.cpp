@@ -124,6 +124,11 @@ TEST_CASE("permute: element (i, j, k) of x lands at its permuted place, any dtyp
     for (int j = 0; j < 3; ++j)
       for (int k = 0; k < 4; ++k) CHECK(yv[(k * 2 + i) * 3 + j] == xv[(i * 3 + j) * 4 + k]);
   CHECK(values(permute(y, {1, 2, 0})) == xv);  // the inverse permutation
+  // The last dimension kept last (copied in runs): element (i, j, k) at (j, i, k).
+  const auto zv = values(permute(x, {1, 0, 2}));
+  for (int i = 0; i < 2; ++i)
+    for (int j = 0; j < 3; ++j)
+      for (int k = 0; k < 4; ++k) CHECK(zv[(j * 2 + i) * 4 + k] == xv[(i * 3 + j) * 4 + k]);
   const Tensor ids = Tensor::from_vector(std::vector<std::int64_t>{1, 2, 3, 4, 5, 6}, {2, 3});
   CHECK(permute(ids, {1, 0}).to_vector<std::int64_t>() == std::vector<std::int64_t>{1, 4, 2, 5, 3, 6});
   CHECK_THROWS_AS(permute(x, {0, 0, 1}), Error);
