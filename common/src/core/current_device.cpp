@@ -14,13 +14,19 @@ namespace {
 // The driver function `name`, or nullptr where this driver has none.
 void* driver_function(const char* name) {
   void* fn = nullptr;
-  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
+  // The query's signature changed twice: with a result code in 12.0, by version in 12.5.
 #if CUDART_VERSION >= 12050
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   const cudaError_t err = cudaGetDriverEntryPointByVersion(name, &fn, 12000, cudaEnableDefault, &found);
-#else
+  const bool ok = err == cudaSuccess && found == cudaDriverEntryPointSuccess;
+#elif CUDART_VERSION >= 12000
+  cudaDriverEntryPointQueryResult found = cudaDriverEntryPointSymbolNotFound;
   const cudaError_t err = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault, &found);
+  const bool ok = err == cudaSuccess && found == cudaDriverEntryPointSuccess;
+#else
+  const bool ok = cudaGetDriverEntryPoint(name, &fn, cudaEnableDefault) == cudaSuccess;
 #endif
-  if (err != cudaSuccess || found != cudaDriverEntryPointSuccess) {
+  if (!ok || fn == nullptr) {
     cudaGetLastError();  // not sticky; keep it from surfacing against a later call
     return nullptr;
   }

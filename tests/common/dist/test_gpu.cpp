@@ -114,10 +114,13 @@ TEST_CASE("nccl backend: each group has a stream of its own, so one group never 
   auto b = dist::new_group("nccl", dev, quiet());
   Tensor x = Tensor::full({4096, 4096}, 1.0 / 4096, DType::f32, dev);
   Tensor y = Tensor::full({4096, 4096}, 1.0, DType::f32, dev);
+  // B's input is copied in before the queue fills: its all-reduce does not wait for the
+  // compute stream, so it must not read a copy still queued there.
+  Tensor small = make_tensor({1.0, 2.0}, DType::f32, dev);
+  synchronize(dev);
   // About 27 TFLOP of queued products (half a second or more on an H100); every value stays 1.
   for (int i = 0; i < 200; ++i) y = matmul(x, y);
   dist::Work wa = a->all_reduce(y);
-  Tensor small = make_tensor({1.0, 2.0}, DType::f32, dev);
   dist::Work wb;
   {
     StreamGuard idle(Stream::comm(dev));  // B's input is ready on this stream at once
