@@ -8,13 +8,13 @@
 //   scale * backoff, tracker 0
 #include <cmath>
 
-#include "mixed_precision.h"
+#include "mgpu/amp/scaling.h"
 
-namespace mgpu::lesson08 {
+namespace mgpu::amp {
 
 void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
                   double growth_factor, double backoff_factor, std::int64_t growth_interval) {
-  // TODO(task1) BEGIN: the rule in mixed_precision.h. Multiply in double
+  // TODO(task1) BEGIN: the rule in mgpu/amp/scaling.h. Multiply in double
   // (static_cast<double>(scale) * factor) and round once with static_cast<float>; keep a
   // grown scale only if std::isfinite says so; reset the tracker whenever the scale
   // changes or growth was refused. (about 12 lines)
@@ -25,9 +25,4 @@ void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
   // TODO(task1) END
 }
 
-void GradScaler::update_scale_(bool found_inf) {
-  update_scale(scale_, growth_tracker_, found_inf, options_.growth_factor,
-               options_.backoff_factor, options_.growth_interval);
-}
-
-}  // namespace mgpu::lesson08
+}  // namespace mgpu::amp

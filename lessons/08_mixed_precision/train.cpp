@@ -41,10 +41,10 @@ int train(const app::Options& opt, const l08::AmpFlags& f) {
   auto train_loader = app::train_loader(data, opt, ranks.device, false, sampler);
   auto test_loader = app::test_loader(data, ranks.device, 1000, ranks.cpu_group.get());
 
-  // Step 2) the model with your Linear, fp32 parameters (the master weights), under DDP.
+  // Step 2) the model (nn::Linear: your task 3 in build/lessons/), fp32 parameters (the
+  // master weights), under DDP.
   nn::manual_seed(opt.seed);
-  auto model = nn::make_model(opt.model, data.train->sample_shape(), data.train->num_classes(),
-                              l08::make_linear);
+  auto model = nn::make_model(opt.model, data.train->sample_shape(), data.train->num_classes());
   model->to(ranks.device);
   par::DistributedDataParallel ddp(model, *ranks.group);
   optim::SGD optimizer(ddp.parameters(), {opt.lr, opt.momentum, opt.weight_decay});
@@ -54,7 +54,7 @@ int train(const app::Options& opt, const l08::AmpFlags& f) {
 
   // Step 3) the scaler: on for fp16 unless --no-loss-scaling; every rank decides together.
   const amp::GradScalerOptions so = l08::scaler_options(f, precision);
-  l08::GradScaler scaler(so, ranks.world > 1 ? ranks.group : nullptr);
+  amp::GradScaler scaler(so, ranks.world > 1 ? ranks.group : nullptr);
   l08::print_setup(opt, *model, precision, so, ranks.world);
 
   // Step 4) resume (lesson 07's checkpoints, the library's reference): model, optimizer,

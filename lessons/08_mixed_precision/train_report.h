@@ -71,7 +71,7 @@ inline void print_setup(const app::Options& opt, nn::Module& model, Precision pr
 /// optimizer, random streams and the scaler's five numbers, so that a resumed run
 /// continues the same scale sequence and skips the same steps.
 inline app::CheckpointHooks checkpoint_hooks(nn::Module& model, optim::Optimizer& optimizer,
-                                             GradScaler& scaler) {
+                                             amp::GradScaler& scaler) {
   app::CheckpointHooks hooks;
   hooks.capture = [&](const io::TrainingProgress& p) {
     io::TrainingState state = io::capture_training_state(model, optimizer, p);
@@ -124,14 +124,14 @@ class ScaleLog {
 /// the metrics line (loss_scale, loss_scale_min, skipped_steps) and a note when any was.
 class EpochScale {
  public:
-  explicit EpochScale(const GradScaler& scaler) : lowest_(scaler.get_scale()) {}
+  explicit EpochScale(const amp::GradScaler& scaler) : lowest_(scaler.get_scale()) {}
   /// After each step.
   void step(const StepResult& r) {
     skipped_ += r.stepped ? 0 : 1;
     lowest_ = std::min(lowest_, r.scale);
   }
   /// At the epoch's end, before run.end_epoch().
-  void report(app::Run& run, const GradScaler& scaler, int epoch) const {
+  void report(app::Run& run, const amp::GradScaler& scaler, int epoch) const {
     run.set_metric_field("loss_scale", scaler.get_scale());
     run.set_metric_field("loss_scale_min", lowest_);
     run.set_metric_field("skipped_steps", static_cast<double>(skipped_));

@@ -9,9 +9,9 @@
 
 #include "mgpu/amp/scaling.h"
 #include "mgpu/ops.h"
-#include "mixed_precision.h"
+#include "mgpu/amp/grad_scaler.h"
 
-namespace mgpu::lesson08 {
+namespace mgpu::amp {
 
 void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
@@ -22,7 +22,7 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // flag.item() reads a flag on the host; Tensor::full({}, v, DType::f32, device);
   // group_->all_reduce(t, dist::ReduceOp::max).wait(); group_->device().
   // TODO(task2) BEGIN: (1) throw (MGPU_CHECK) when state.stage is Stage::unscaled or
-  // Stage::stepped, with PyTorch's messages (mixed_precision.h); (2) inv_scale = 1 / scale_
+  // Stage::stepped, with PyTorch's messages (mgpu/amp/grad_scaler.h); (2) inv_scale = 1 / scale_
   // in double, rounded to float; (3) state.found_inf_per_device <- unscale_grads_ with
   // f16 gradients refused; (4) with a group_, replace the flags by one: this rank's
   // largest flag, all-reduced with MAX, on group_->device(), keyed by that device's str();
@@ -34,4 +34,4 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   // TODO(task2) END
 }
 
-}  // namespace mgpu::lesson08
+}  // namespace mgpu::amp

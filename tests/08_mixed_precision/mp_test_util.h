@@ -1,4 +1,4 @@
-// Helpers of lesson 08's tests: scalers that isolate one task, a toy layer with an SGD,
+// Helpers of lesson 08's tests: a toy layer with an SGD,
 // synthetic batches, and a short training run to compare precisions.
 #pragma once
 
@@ -25,22 +25,6 @@ namespace l08 = mgpu::lesson08;
 
 const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
-
-/// Your update rule (task 1) with the library's unscale_.
-class Task1Scaler : public l08::GradScaler {
- public:
-  using l08::GradScaler::GradScaler;
-  void unscale_(optim::Optimizer& opt) override { amp::GradScaler::unscale_(opt); }
-};
-
-/// Your unscale_ (task 2) with the library's update rule.
-class Task2Scaler : public l08::GradScaler {
- public:
-  using l08::GradScaler::GradScaler;
-
- protected:
-  void update_scale_(bool found_inf) override { amp::GradScaler::update_scale_(found_inf); }
-};
 
 /// One nn::Linear 4 -> 3 and an SGD(lr 0.1) on it; gradients set by hand.
 struct Toy {
@@ -80,8 +64,7 @@ inline std::shared_ptr<data::SyntheticDataset> synthetic(data::Split split, std:
                                                   /*noise=*/2.5f);
 }
 
-/// An MLP 64 -> 32 -> 10 built with `linear` (null: the library's nn::Linear), from a
-/// fixed seed.
+/// An MLP 64 -> 32 -> 10 built with `linear` (null: nn::Linear), from a fixed seed.
 inline std::shared_ptr<nn::Sequential> small_mlp(const nn::LinearFactory& linear) {
   const nn::LinearFactory make_linear =
       linear ? linear : [](std::int64_t in, std::int64_t out) {
@@ -144,15 +127,15 @@ RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, l08::P
   return r;
 }
 
-/// A bf16 training step made of the library's pieces alone (no scaler: bf16 needs none),
-/// for train_small_mlp: the reference a Linear of yours is trained against.
-inline l08::StepResult bf16_reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
-                                           optim::Optimizer& opt, amp::GradScaler&,
-                                           const Tensor& x, const Tensor& y, l08::Precision) {
+/// A training step made of the library's pieces alone (no scaler: bf16 and f32 need none;
+/// f16 is taken as bf16), for train_small_mlp: how a Linear of yours is trained.
+inline l08::StepResult reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
+                                      optim::Optimizer& opt, amp::GradScaler&, const Tensor& x,
+                                      const Tensor& y, l08::Precision p) {
   opt.zero_grad();
   Tensor logits;
   {
-    amp::Autocast region(DType::bf16);
+    amp::Autocast region(DType::bf16, /*enabled=*/p != l08::Precision::fp32);
     logits = m.forward(x);
   }
   l08::StepResult r;

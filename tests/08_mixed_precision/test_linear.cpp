@@ -1,4 +1,4 @@
-// Lesson 08, task 3: your Linear under the precision policy.
+// Lesson 08, task 3: your nn::Linear under the precision policy.
 #include "mp_test_util.h"
 
 using namespace mptest;
@@ -20,15 +20,12 @@ void check_near(const std::vector<float>& got, const std::vector<double>& want, 
   CHECK(bad == got.size());
 }
 
-// Your layer and the library's, with the same weights.
+// Your layer, from a fixed seed.
 struct Pair {
-  std::shared_ptr<l08::Linear> mine;
-  std::shared_ptr<nn::Linear> ref;
+  std::shared_ptr<nn::Linear> mine;
   Pair(std::int64_t in, std::int64_t out, bool bias = true) {
     nn::manual_seed(12);
-    mine = std::make_shared<l08::Linear>(in, out, bias);
-    nn::manual_seed(12);
-    ref = std::make_shared<nn::Linear>(in, out, bias);
+    mine = std::make_shared<nn::Linear>(in, out, bias);
   }
 };
 
@@ -38,10 +35,16 @@ TEST_CASE("task3: outside an autocast region your Linear is plain f32, bit for b
           "[08_mixed_precision][task3][points:1]") {
   Pair p(16, 8);
   const Tensor x = random({4, 16}, 1), g = random({4, 8}, 2);
-  CHECK(p.mine->forward(x).to_vector<float>() == p.ref->forward(x).to_vector<float>());
-  CHECK(p.mine->backward(g).to_vector<float>() == p.ref->backward(g).to_vector<float>());
-  CHECK(p.mine->weight().grad.to_vector<float>() == p.ref->weight().grad.to_vector<float>());
-  CHECK(p.mine->bias().grad.to_vector<float>() == p.ref->bias().grad.to_vector<float>());
+  const Tensor& w = p.mine->weight().value;
+  // The same GEMMs in f32, written out: y = x W^T + b, dx = g W, dW = g^T x, db = sum of g.
+  Tensor y = matmul(x, w, /*trans_a=*/false, /*trans_b=*/true, DType::f32);
+  add_rowwise_(y, p.mine->bias().value);
+  const Tensor dx = matmul(g, w, false, false, DType::f32);
+  const Tensor dw = matmul(g, x, /*trans_a=*/true, /*trans_b=*/false, DType::f32);
+  CHECK(p.mine->forward(x).to_vector<float>() == y.to_vector<float>());
+  CHECK(p.mine->backward(g).to_vector<float>() == dx.to_vector<float>());
+  CHECK(p.mine->weight().grad.to_vector<float>() == dw.to_vector<float>());
+  CHECK(p.mine->bias().grad.to_vector<float>() == sum(g, 0).to_vector<float>());
 }
 
 TEST_CASE("task3: forward in a region: 16-bit operands, f32 sums, f32 output",
@@ -138,15 +141,17 @@ TEST_CASE("task3: fp16 loses gradients below 2^-24 without a scale and keeps the
   for (float v : p.mine->weight().grad.to_vector<float>()) CHECK(v / 65536.f == Approx(1e-8).epsilon(1e-3));
 }
 
-TEST_CASE("task3: an MLP of your Linear trains like one of the library's under bf16",
+TEST_CASE("task3: an MLP of your Linear trains under bf16 as it does in f32",
           "[08_mixed_precision][task3][points:1]") {
-  auto mine = small_mlp(l08::make_linear);
-  auto ref = small_mlp(nullptr);
+  auto bf16 = small_mlp(nullptr);
+  auto f32 = small_mlp(nullptr);
   amp::GradScalerOptions off;
   off.enabled = false;
   amp::GradScaler s1(off), s2(off);
-  const RunResult a = train_small_mlp(*mine, s1, l08::Precision::bf16, 1, bf16_reference_step);
-  const RunResult b = train_small_mlp(*ref, s2, l08::Precision::bf16, 1, bf16_reference_step);
-  CHECK(a.last_loss == Approx(b.last_loss).epsilon(1e-4));
-  CHECK(a.test_acc == Approx(b.test_acc).margin(0.01));
+  const RunResult a = train_small_mlp(*bf16, s1, l08::Precision::bf16, 1, reference_step);
+  const RunResult b = train_small_mlp(*f32, s2, l08::Precision::fp32, 1, reference_step);
+  // bf16 keeps 8 bits of mantissa: one epoch ends within a few percent of f32's loss.
+  CHECK(a.last_loss == Approx(b.last_loss).epsilon(0.05));
+  CHECK(a.test_acc == Approx(b.test_acc).margin(0.05));
+  CHECK(b.test_acc > 0.5);  // and it learned
 }

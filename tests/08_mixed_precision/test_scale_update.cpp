@@ -13,7 +13,7 @@ TEST_CASE("task1: interval 3: clean, clean, inf, clean, clean, clean -> PyTorch'
   const float want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536};
   const std::int32_t want_tracker[] = {1, 2, 0, 1, 2, 0};
   for (int i = 0; i < 6; ++i) {
-    l08::update_scale(scale, tracker, found[i], 2.0, 0.5, 3);
+    amp::update_scale(scale, tracker, found[i], 2.0, 0.5, 3);
     INFO("after update " << i + 1 << " (" << (found[i] ? "inf" : "clean") << ")");
     CHECK(scale == want_scale[i]);
     CHECK(tracker == want_tracker[i]);
@@ -24,12 +24,12 @@ TEST_CASE("task1: a scale near the float maximum never becomes inf",
           "[08_mixed_precision][task1][points:1]") {
   float scale = std::ldexp(1.f, 127);  // doubling gives 2^128: inf in float
   std::int32_t tracker = 0;
-  l08::update_scale(scale, tracker, false, 2.0, 0.5, 1);
+  amp::update_scale(scale, tracker, false, 2.0, 0.5, 1);
   CHECK(scale == std::ldexp(1.f, 127));
   CHECK(tracker == 0);  // the tracker restarts though the growth was refused
   scale = FLT_MAX;
   tracker = 4;
-  l08::update_scale(scale, tracker, false, 1.5, 0.5, 5);
+  amp::update_scale(scale, tracker, false, 1.5, 0.5, 5);
   CHECK(scale == FLT_MAX);
   CHECK(tracker == 0);
   CHECK(std::isfinite(scale));
@@ -39,15 +39,15 @@ TEST_CASE("task1: factors apply in double and round once to float; backoff reset
           "[08_mixed_precision][task1][points:1]") {
   float scale = 3.f;
   std::int32_t tracker = 1;
-  l08::update_scale(scale, tracker, false, 1.1, 0.3, 2);
+  amp::update_scale(scale, tracker, false, 1.1, 0.3, 2);
   CHECK(scale == static_cast<float>(3.0 * 1.1));  // a float product would round differently
   CHECK(tracker == 0);
   tracker = 7;
-  l08::update_scale(scale, tracker, true, 1.1, 0.3, 10);
+  amp::update_scale(scale, tracker, true, 1.1, 0.3, 10);
   CHECK(scale == static_cast<float>(static_cast<double>(static_cast<float>(3.0 * 1.1)) * 0.3));
   CHECK(tracker == 0);
   // A clean step below the interval only counts.
-  l08::update_scale(scale, tracker, false, 1.1, 0.3, 10);
+  amp::update_scale(scale, tracker, false, 1.1, 0.3, 10);
   CHECK(tracker == 1);
 }
 
@@ -55,7 +55,7 @@ TEST_CASE("task1: your rule inside GradScaler: the interval-3 sequence through s
           "[08_mixed_precision][task1][points:1]") {
   amp::GradScalerOptions o;
   o.growth_interval = 3;
-  Task1Scaler scaler(o);
+  amp::GradScaler scaler(o);
   Toy toy;
   const bool inf_step[] = {false, false, true, false, false, false};
   const double want[] = {65536, 65536, 32768, 32768, 32768, 65536};

@@ -1,5 +1,5 @@
-// Lesson 08, task 4: the mixed-precision training step, with the library's Linear and
-// GradScaler (your tasks 1-3 are not used here).
+// Lesson 08, task 4: the mixed-precision training step. Its test binary links the
+// reference's nn::Linear and GradScaler (your tasks 1-3 are not used here).
 #include "mp_test_util.h"
 
 using namespace mptest;

@@ -8,7 +8,7 @@ TEST_CASE("task2: the optimizer steps with the real gradients, bit for bit",
           "[08_mixed_precision][task2][points:2]") {
   // Scale 2^16 up and 2^-16 down is exact in f32: the scaled step equals the plain one.
   Toy scaled(3), plain(3);
-  Task2Scaler scaler;
+  amp::GradScaler scaler;
   const Tensor x = random({5, 4}, 11);
   const Tensor y = Tensor::from_vector(std::vector<std::int64_t>{0, 1, 2, 1, 0}, {5});
   nn::CrossEntropyLoss loss_a, loss_b;
@@ -35,7 +35,7 @@ TEST_CASE("task2: the optimizer steps with the real gradients, bit for bit",
 
 TEST_CASE("task2: an inf gradient leaves the parameters unchanged and halves the scale",
           "[08_mixed_precision][task2][points:2]") {
-  Task2Scaler scaler;
+  amp::GradScaler scaler;
   Toy toy;
   const auto before = toy.weights();
   const auto bias_before = toy.layer->bias().value.to_vector<float>();
@@ -65,7 +65,7 @@ TEST_CASE("task2: an inf gradient leaves the parameters unchanged and halves the
 TEST_CASE("task2: misuse: unscale_ twice, unscale_ after step, step before scale, fp16 gradients",
           "[08_mixed_precision][task2][points:2]") {
   Toy toy;
-  Task2Scaler scaler;
+  amp::GradScaler scaler;
   CHECK_THROWS_WITH(scaler.step(*toy.sgd), Catch::Contains("scaler.scale"));
   scaler.scale(Tensor::full({}, 1.0));
   scaler.unscale_(*toy.sgd);
@@ -83,7 +83,7 @@ TEST_CASE("task2: misuse: unscale_ twice, unscale_ after step, step before scale
 
   Toy half(2);
   half.layer->to(DType::f16);
-  Task2Scaler fresh;
+  amp::GradScaler fresh;
   fresh.scale(Tensor::full({}, 1.0));
   CHECK_THROWS_WITH(fresh.unscale_(*half.sgd), Catch::Contains("FP16 gradients"));
 }
@@ -91,7 +91,7 @@ TEST_CASE("task2: misuse: unscale_ twice, unscale_ after step, step before scale
 TEST_CASE("task2: without a process group no collective is needed",
           "[08_mixed_precision][task2][points:1]") {
   // A world of one: the flags stay per device (here one, cpu:0) and decide alone.
-  Task2Scaler scaler;
+  amp::GradScaler scaler;
   Toy toy;
   scaler.scale(Tensor::full({}, 1.0));
   toy.set_grads(2.f);

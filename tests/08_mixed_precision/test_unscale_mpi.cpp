@@ -21,7 +21,7 @@ std::vector<double> gather(double v) {
 TEST_CASE("task2: a NaN on one rank makes every rank skip, with the same scale after",
           "[08_mixed_precision][task2][points:3]") {
   Toy toy;
-  Task2Scaler scaler({}, &group());
+  amp::GradScaler scaler({}, &group());
   const auto before = toy.weights();
   scaler.scale(Tensor::full({}, 1.0));
   toy.set_grads(1.f);
@@ -42,7 +42,7 @@ TEST_CASE("task2: a NaN on one rank makes every rank skip, with the same scale a
 TEST_CASE("task2: the agreement is one all-reduce MAX, also when every rank is clean",
           "[08_mixed_precision][task2][points:1]") {
   Toy toy;
-  Task2Scaler scaler({}, &group());
+  amp::GradScaler scaler({}, &group());
   for (int it = 0; it < 3; ++it) {
     scaler.scale(Tensor::full({}, 1.0));
     // Rank r overflows in iteration r only (iteration 2 is clean on 2 ranks).

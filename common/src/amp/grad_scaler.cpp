@@ -70,40 +70,6 @@ std::map<std::string, Tensor> GradScaler::unscale_grads_(optim::Optimizer& optim
   return found_inf_per_device;
 }
 
-Tensor GradScaler::agree_found_inf(const std::map<std::string, Tensor>& found_inf_per_device,
-                                   dist::ProcessGroup& group) {
-  // This rank's verdict over all its devices, as one flag on the group's device...
-  float local = 0.f;
-  for (const auto& entry : found_inf_per_device) local = std::max(local, static_cast<float>(entry.second.item()));
-  Tensor flag = Tensor::full({}, local, DType::f32, group.device());
-  // ...then every rank's: 1 everywhere if any rank found an inf/NaN.
-  group.all_reduce(flag, dist::ReduceOp::max).wait();
-  return flag;
-}
-
-void GradScaler::unscale_(optim::Optimizer& optimizer) {
-  if (!options_.enabled) return;
-  check_scale_initialized("unscale_");
-  OptimizerState& state = optimizer_state(optimizer);
-  MGPU_CHECK(state.stage != Stage::unscaled,
-             "GradScaler: unscale_() has already been called on this optimizer since the last "
-             "update(); call it once per iteration, after the last backward");
-  MGPU_CHECK(state.stage != Stage::stepped,
-             "GradScaler: unscale_() is being called after step(); call it before step(), "
-             "or not at all (step() unscales)");
-  // The inverse in double, rounded once to float.
-  const float inv_scale = inverse_scale(scale_);
-  state.found_inf_per_device = unscale_grads_(optimizer, inv_scale, /*allow_fp16=*/false);
-  if (group_ != nullptr) {
-    // The skip decision must be the same on every rank; replace the local flags by the
-    // agreed one (every rank calls unscale_ for the same optimizers in the same order).
-    Tensor agreed = agree_found_inf(state.found_inf_per_device, *group_);
-    state.found_inf_per_device.clear();
-    state.found_inf_per_device.emplace(agreed.device().str(), agreed);
-  }
-  state.stage = Stage::unscaled;
-}
-
 bool GradScaler::step(optim::Optimizer& optimizer) {
   if (!options_.enabled) {
     optimizer.step();

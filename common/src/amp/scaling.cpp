@@ -61,23 +61,4 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& fou
   }
 }
 
-void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
-                  double growth_factor, double backoff_factor, std::int64_t growth_interval) {
-  if (found_inf) {
-    // A skipped step: the scale was too large. Halve it (by default) and start counting again.
-    scale = static_cast<float>(static_cast<double>(scale) * backoff_factor);
-    growth_tracker = 0;
-    return;
-  }
-  // A clean step: count it, and after growth_interval clean steps in a row try a larger scale.
-  const std::int64_t successful = static_cast<std::int64_t>(growth_tracker) + 1;
-  if (successful == growth_interval) {
-    const float grown = static_cast<float>(static_cast<double>(scale) * growth_factor);
-    if (std::isfinite(grown)) scale = grown;  // never grow past the float range to inf
-    growth_tracker = 0;
-  } else {
-    growth_tracker = static_cast<std::int32_t>(successful);
-  }
-}
-
 }  // namespace mgpu::amp

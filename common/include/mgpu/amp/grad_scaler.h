@@ -71,8 +71,10 @@ class GradScaler {
   /// inverse_scale(scale)) and records whether any was inf or NaN. Optional: step() calls
   /// it when it has not run; call it yourself to clip or inspect real gradients first.
   /// Throws when called twice before update(), after step(), before the first scale(), or
-  /// when a gradient is f16 (the parameters must be fp32 master weights).
-  virtual void unscale_(optim::Optimizer& optimizer);
+  /// when a gradient is f16 (the parameters must be fp32 master weights). With a group,
+  /// the flags become one, the all-reduce MAX of every rank's. Lesson 08's task 2 defines
+  /// it (the library is built with solutions/08_mixed_precision/unscale.cpp).
+  void unscale_(optim::Optimizer& optimizer);
   /// unscale_ (if not done yet), then optimizer.step() unless an inf/NaN was found.
   /// Returns true when the optimizer stepped, false when the step was skipped.
   /// Throws when called twice before update() or before the first scale().
@@ -134,13 +136,8 @@ class GradScaler {
   /// an f16 gradient unless allow_fp16. Skips parameters without a gradient.
   std::map<std::string, Tensor> unscale_grads_(optim::Optimizer& optimizer, float inv_scale,
                                                bool allow_fp16);
-  /// Every rank's found_inf combined by an all-reduce MAX over `group` (one f32 {} on the
-  /// group's device): 1 on every rank if any rank found an inf/NaN. A collective.
-  static Tensor agree_found_inf(const std::map<std::string, Tensor>& found_inf_per_device,
-                                dist::ProcessGroup& group);
   /// The update rule, called by update(): amp::update_scale on scale_ and growth_tracker_.
-  /// Lesson 08 plugs its own rule in here.
-  virtual void update_scale_(bool found_inf);
+  void update_scale_(bool found_inf);
 
   GradScalerOptions options_;            ///< the hyper-parameters (factors, interval)
   dist::ProcessGroup* group_ = nullptr;  ///< agree across these ranks (null: no agreement)

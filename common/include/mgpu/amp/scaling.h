@@ -27,7 +27,8 @@ void non_finite_check_and_unscale_(const std::vector<Tensor>& grads, Tensor& fou
 /// growth_tracker <- 0. Without: growth_tracker + 1 clean steps in a row; when that reaches
 /// growth_interval, scale <- scale * growth_factor (computed in double, rounded to float,
 /// and kept only if finite, so the scale never becomes inf) and growth_tracker <- 0;
-/// otherwise growth_tracker <- growth_tracker + 1.
+/// otherwise growth_tracker <- growth_tracker + 1. Lesson 08's task 1 defines it (the
+/// library is built with solutions/08_mixed_precision/scale_update.cpp).
 void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
                   double growth_factor, double backoff_factor, std::int64_t growth_interval);
 
