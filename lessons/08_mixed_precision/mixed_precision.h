@@ -9,7 +9,8 @@
 ///           (unscale.cpp)             inverse scale, the inf/NaN check, and the skip
 ///                                     decision agreed across ranks, mgpu/amp/grad_scaler.h
 ///   task 3  nn::Linear::forward and   16-bit GEMMs, f32 accumulation and f32 gradients for
-///           backward (linear.cpp)     the f32 weights, mgpu/nn/linear.h
+///           backward                  the f32 weights, mgpu/nn/linear.h
+///           (linear_mixed_precision.cpp)
 ///   task 4  train_step                one mixed-precision training step: autocast forward,
 ///           (train_step.cpp)          fp32 loss, scaled backward, step, update
 ///

@@ -1,6 +1,7 @@
 // Linear: its parameters, description and copies. forward and backward (y = x W^T + b,
 // and two matrix products and a column sum; 16-bit GEMMs inside an amp::Autocast region)
-// are lesson 08's task 3: the library is built with solutions/08_mixed_precision/linear.cpp.
+// are lesson 08's task 3: the library is built with
+// solutions/08_mixed_precision/linear_mixed_precision.cpp.
 #include "mgpu/nn/linear.h"
 
 #include <cmath>

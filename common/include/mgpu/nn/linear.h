@@ -16,7 +16,7 @@ class Linear : public Module {
 
   /// x [N, in] -> [N, out]; inside an amp::Autocast region, 16-bit GEMMs with f32 sums.
   /// forward and backward are lesson 08's task 3 (the library is built with
-  /// solutions/08_mixed_precision/linear.cpp).
+  /// solutions/08_mixed_precision/linear_mixed_precision.cpp).
   Tensor forward(const Tensor& x) override;
   /// grad_out [N, out] -> grad_in [N, in]; weight.grad += grad_out^T x, bias.grad += sum_rows.
   Tensor backward(const Tensor& grad_out) override;

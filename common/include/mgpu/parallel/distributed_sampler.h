@@ -7,8 +7,8 @@
 /// it, ranks started with the same seed would train on identical batches: W times the
 /// compute for the progress of one.
 ///
-/// num_samples() and indices() are lesson 05's task 5 (lessons/05_ddp/distributed_sampler.cpp;
-/// the library compiles in the reference, solutions/05_ddp/distributed_sampler.cpp).
+/// num_samples() and indices() are lesson 05's task 5 (lessons/05_ddp/sampler_indices.cpp;
+/// the library compiles in the reference, solutions/05_ddp/sampler_indices.cpp).
 #pragma once
 
 #include <cstdint>

@@ -28,8 +28,8 @@
 ///     is under way): waits, adds this rank's chunk to shard_.grad, frees the full gradient
 ///     (stages 2-3).
 /// start_gather/wait_gather/free_full are task 2 (lessons/10_sharding/gather.cpp),
-/// on_grad_ready/launch_grad_reduction/finish_grad_reduction task 3 (reduce_grads.cpp), forward/backward
-/// task 4 (unit_cycle.cpp); the library compiles in their reference from
+/// on_grad_ready/launch_grad_reduction/finish_grad_reduction task 3
+/// (unit_grad_reduction.cpp), forward/backward task 4 (unit_cycle.cpp); the library compiles in their reference from
 /// solutions/10_sharding/. The rest is common/src/parallel/sharded_unit.cpp.
 #pragma once
 

@@ -15,7 +15,7 @@ void ShardedUnit::on_grad_ready() {
   // TODO(task3) BEGIN: count pending_grads_ down; at zero disarm (armed_) and launch the
   // reduction (3 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::on_grad_ready is not written yet "
-            "(lessons/10_sharding/reduce_grads.cpp); called for unit ", index_);
+            "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END
 }
 
@@ -27,7 +27,7 @@ void ShardedUnit::launch_grad_reduction() {
   // elements in the compute dtype, logged as "reduce-scatter". Keep the Work in
   // reduce_work_ and set reduction_launched_ (about 10 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::launch_grad_reduction is not written yet "
-            "(lessons/10_sharding/reduce_grads.cpp); called for unit ", index_);
+            "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END
 }
 
@@ -40,7 +40,7 @@ void ShardedUnit::finish_grad_reduction() {
   // 2-3 keep no full gradient: drop full_grad_, reduced_ and every parameter's grad
   // (params_) (about 8 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::finish_grad_reduction is not written yet "
-            "(lessons/10_sharding/reduce_grads.cpp); called for unit ", index_);
+            "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END
   reduction_launched_ = false;
 }

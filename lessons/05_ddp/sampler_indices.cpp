@@ -14,7 +14,7 @@ std::int64_t DistributedSampler::num_samples() const {
   // TODO(task5) BEGIN: ceil(N / W), or floor(N / W) with drop_last when W does not divide N
   // (1 line).
   MGPU_FAIL("TODO(task5): DistributedSampler::num_samples is not written yet "
-            "(lessons/05_ddp/distributed_sampler.cpp); N = ", n, ", W = ", w);
+            "(lessons/05_ddp/sampler_indices.cpp); N = ", n, ", W = ", w);
   // TODO(task5) END
 }
 
@@ -25,7 +25,7 @@ std::vector<std::int64_t> DistributedSampler::indices() const {
   // exactly total_size() long (padded with its own head, or cut), then this rank's every
   // w-th entry (about 15 lines).
   MGPU_FAIL("TODO(task5): DistributedSampler::indices is not written yet "
-            "(lessons/05_ddp/distributed_sampler.cpp); N = ", n, ", W = ", w, ", epoch ", epoch_);
+            "(lessons/05_ddp/sampler_indices.cpp); N = ", n, ", W = ", w, ", epoch ", epoch_);
   // TODO(task5) END
 }
 

@@ -24,7 +24,7 @@ Tensor Linear::forward(const Tensor& x) {
   // (add_rowwise_) if has_bias(); in training mode saved_.push(describe(), {x16, W16}).
   // (about 6 lines)
   MGPU_FAIL("TODO(task3): Linear::forward is not written yet "
-            "(lessons/08_mixed_precision/linear.cpp); input ", x.str(), ", GEMM in ",
+            "(lessons/08_mixed_precision/linear_mixed_precision.cpp); input ", x.str(), ", GEMM in ",
             dtype_name(compute));
   // TODO(task3) END
 }
@@ -43,7 +43,7 @@ Tensor Linear::backward(const Tensor& grad_out) {
   // notify_grad_ready(). Return g W16 with an f32 result, or an empty Tensor when the
   // input needs no gradient (!input_requires_grad(): x is data). (about 12 lines)
   MGPU_FAIL("TODO(task3): Linear::backward is not written yet "
-            "(lessons/08_mixed_precision/linear.cpp); grad_out ", grad_out.str(),
+            "(lessons/08_mixed_precision/linear_mixed_precision.cpp); grad_out ", grad_out.str(),
             ", weight ", w.value.str());
   // TODO(task3) END
 }
