@@ -93,6 +93,43 @@ CANNED_NAMES = ("reduce gpu\n"
                 '"#hash name"\n')
 
 
+class TaskBinaryTest(unittest.TestCase):
+    """The learner's build has one test binary per task (it links the learner's code of
+    that task alone): each must run its task's cases, the whole one the cases of no task."""
+
+    BINARIES = ["lessons/05_ddp/test_05_ddp", "lessons/05_ddp/test_05_ddp_task1",
+                "lessons/05_ddp/test_05_ddp_task10_mpi", "lessons/05_ddp/test_05_ddp_task2_mpi"]
+
+    def test_each_binary_runs_its_own_cases(self):
+        f = lambda b: running.cases_filter(b, self.BINARIES)
+        self.assertEqual(f("lessons/05_ddp/test_05_ddp_task1"), "[task1]")
+        self.assertEqual(f("lessons/05_ddp/test_05_ddp_task10_mpi"), "[task10]")
+        self.assertEqual(f("lessons/05_ddp/test_05_ddp"), "~[task1]~[task2]~[task10]")
+        self.assertEqual(running.cases_filter("solutions/05_ddp/test_05_ddp",
+                                              ["solutions/05_ddp/test_05_ddp"]), "")
+
+    def test_selects_follows_the_filter(self):
+        self.assertTrue(grade.selects("[task1]", "[05_ddp][task1][points:2]"))
+        self.assertFalse(grade.selects("[task1]", "[05_ddp][task10][points:2]"))
+        self.assertTrue(grade.selects("~[task1]~[task2]", "[05_ddp][library]"))
+        self.assertFalse(grade.selects("~[task1]~[task2]", "[05_ddp][task2][points:1]"))
+        self.assertTrue(grade.selects("", "[anything]"))
+
+    def test_task_binaries_are_found_and_attributed(self):
+        with tempfile.TemporaryDirectory() as root:
+            b = building.BuildDir(root, os.path.join(root, "build"))
+            b._targets = [{"type": "executable", "name": os.path.basename(p),
+                           "filename": [os.path.join(b.path, p)], "target_sources": []}
+                          for p in self.BINARIES + ["solutions/05_ddp/test_05_ddp_mpi"]]
+            found = b.test_binaries()
+            self.assertEqual(sorted(found[("lessons", "05_ddp")]), sorted(self.BINARIES))
+            self.assertEqual(found[("solutions", "05_ddp")], ["solutions/05_ddp/test_05_ddp_mpi"])
+            self.assertEqual(b.owner_of("liblessons_05_ddp.reducer_finalize_cpp.a.p/x.cpp.o"),
+                             ("lessons", "05_ddp"))
+            self.assertEqual(b.owner_of("libsolutions_10_sharding.a.p/y.cpp.o"),
+                             ("solutions", "10_sharding"))
+
+
 class ParseTest(unittest.TestCase):
     def test_cases_tags_and_outcomes(self):
         report = catch2.parse_catch_xml(CANNED_XML)
