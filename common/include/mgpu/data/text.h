@@ -47,7 +47,8 @@ struct TextCorpus {
 
   std::string source;             ///< one line: where the text came from
   CharTokenizer tokenizer;        ///< built from the whole text
-  std::vector<std::int32_t> train, validation;
+  std::vector<std::int32_t> train;       ///< the first 90% of the tokens
+  std::vector<std::int32_t> validation;  ///< the last 10%
 
   /// Reads a UTF-8/ASCII text file. A missing file is an error that gives the command that
   /// installs the corpus and the `--data synthetic` alternative.
@@ -76,7 +77,9 @@ class TextLoader {
              std::uint64_t seed, Device device = Device::cpu());
   /// Batch number `k` (0, 1, 2, ...).
   TextBatch batch(std::int64_t k) const;
+  /// B, the windows per batch.
   std::int64_t batch_size() const { return batch_; }
+  /// T, the tokens per window.
   std::int64_t context() const { return context_; }
 
  private:

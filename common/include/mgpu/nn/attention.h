@@ -20,10 +20,14 @@ namespace mgpu::nn {
 /// when given, receives the [BH, T, T] probabilities the backward needs.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor* probs = nullptr);
 
-/// The gradients of causal_attention from dL/dy and what the forward kept.
+/// The gradients of causal_attention with respect to q, k and v.
 struct AttentionGrads {
-  Tensor dq, dk, dv;  ///< each [BH, T, D]
+  Tensor dq;  ///< [BH, T, D]
+  Tensor dk;  ///< [BH, T, D]
+  Tensor dv;  ///< [BH, T, D]
 };
+/// The gradients of causal_attention from dL/dy and what the forward kept (its q, k, v and
+/// probabilities).
 AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& probs);
 
@@ -32,12 +36,14 @@ AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, 
 /// In training mode keeps q, k, v and the probabilities: 3·B·T·C + B·n_head·T² values.
 class CausalSelfAttention : public Module {
  public:
+  /// n_embd = C, split into n_head heads of C / n_head values each.
   CausalSelfAttention(std::int64_t n_embd, std::int64_t n_head);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
+  /// The number of heads.
   std::int64_t n_head() const { return heads_; }
 
  protected:

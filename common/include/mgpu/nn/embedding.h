@@ -24,6 +24,7 @@ void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& g
 /// backward in training mode. The ids are integers, so backward returns no input gradient.
 class Embedding : public Module {
  public:
+  /// A table of num_embeddings rows of embedding_dim values.
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
   Tensor forward(const Tensor& ids) override;
   /// Adds to the weight's gradient; returns an undefined tensor (ids have no gradient).
@@ -31,8 +32,11 @@ class Embedding : public Module {
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
+  /// V, the rows of the table.
   std::int64_t num_embeddings() const { return rows_; }
+  /// C, the values per row.
   std::int64_t embedding_dim() const { return dim_; }
+  /// The table [V, C] ("weight").
   Parameter& weight() { return parameter_at(weight_); }
 
  protected:

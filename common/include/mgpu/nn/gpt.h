@@ -20,8 +20,8 @@ namespace mgpu::nn {
 struct GPTConfig {
   std::int64_t vocab_size = 65;  ///< tokens (characters for the character-level corpus)
   std::int64_t block_size = 128; ///< the longest context T, in tokens
-  std::int64_t n_layer = 4;
-  std::int64_t n_head = 4;
+  std::int64_t n_layer = 4;       ///< blocks
+  std::int64_t n_head = 4;        ///< attention heads per block
   std::int64_t n_embd = 128;     ///< C, a multiple of n_head
 
   /// gpt-tiny: trains on a 2-core CPU in minutes (4 layers, 4 heads, C = 128, T = 128).
@@ -31,12 +31,14 @@ struct GPTConfig {
   /// Parameters: token and position tables, 12C² + 13C per block, the final LayerNorm
   /// (the tied head adds none).
   std::int64_t num_parameters() const;
+  /// One line: "4 layers, 4 heads, C = 128, T = 128, vocabulary 65".
   std::string str() const;
 };
 
 /// Children "c_fc" = Linear(C, 4C), "gelu", "c_proj" = Linear(4C, C). [B, T, C] in and out.
 class MLP : public Module {
  public:
+  /// C = n_embd; the hidden layer has 4C values.
   explicit MLP(std::int64_t n_embd);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -44,6 +46,7 @@ class MLP : public Module {
   std::string describe() const override;
 
  protected:
+  /// Copies everything (clone() uses it; the children are deep-copied).
   MLP(const MLP&) = default;
 
  private:
@@ -53,6 +56,7 @@ class MLP : public Module {
 /// x + attn(ln_1(x)), then h + mlp(ln_2(h)): children "ln_1", "attn", "ln_2", "mlp".
 class Block : public Module {
  public:
+  /// C = n_embd, n_head attention heads.
   Block(std::int64_t n_embd, std::int64_t n_head);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -60,6 +64,7 @@ class Block : public Module {
   std::string describe() const override;
 
  protected:
+  /// Copies everything (clone() uses it; the children are deep-copied).
   Block(const Block&) = default;
 };
 
@@ -69,6 +74,7 @@ class Block : public Module {
 /// N(0, 0.02/√(2·n_layer)), biases 0, LayerNorms 1 and 0.
 class GPT : public Module {
  public:
+  /// A model of config's sizes, its weights drawn from the initialisation seed sequence.
   explicit GPT(const GPTConfig& config);
   Tensor forward(const Tensor& ids) override;
   /// From dL/dlogits; adds every parameter's gradient (the token table's from the head and
@@ -76,9 +82,11 @@ class GPT : public Module {
   Tensor backward(const Tensor& grad_logits) override;
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
+  /// The sizes it was built with.
   const GPTConfig& config() const { return config_; }
 
  protected:
+  /// Copies everything (clone() then drops the saved contexts).
   GPT(const GPT&) = default;
   void clear_saved_self() override { saved_.clear(); }
   std::size_t saved_self() const override { return saved_.size(); }

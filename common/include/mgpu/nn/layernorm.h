@@ -17,7 +17,8 @@ namespace mgpu::nn {
 /// The per-row statistics a forward keeps for its backward: mean and rstd, [rows] in the
 /// statistics dtype (f64 for f64 inputs, f32 otherwise).
 struct LayerNormStats {
-  Tensor mean, rstd;
+  Tensor mean;  ///< [rows]: each row's mean
+  Tensor rstd;  ///< [rows]: 1 / sqrt(var + eps) of each row
 };
 
 /// y = layer_norm(x) over the last dimension of x ([..., C], any floating dtype, C >= 1).
@@ -35,6 +36,8 @@ struct LayerNormGrads {
   Tensor grad_weight;  ///< [C] in the statistics dtype; undefined unless asked for
   Tensor grad_bias;    ///< [C] in the statistics dtype; undefined unless asked for
 };
+/// The gradients above from dL/dy, the forward's x, its statistics and the weight (or an
+/// undefined weight); dL/dx only with input_grad, dL/dweight and dL/dbias only with weight_grads.
 LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
                                    const LayerNormStats& stats, const Tensor& weight,
                                    bool input_grad, bool weight_grads);
@@ -44,6 +47,7 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
 /// backward in training mode.
 class LayerNorm : public Module {
  public:
+  /// Normalizes the last dimension, of size normalized_size; eps and bias as in PyTorch.
   explicit LayerNorm(std::int64_t normalized_size, double eps = 1e-5, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -52,7 +56,9 @@ class LayerNorm : public Module {
 
   /// C, the size of the last dimension it normalizes.
   std::int64_t normalized_size() const { return size_; }
+  /// Added to the variance before the square root.
   double eps() const { return eps_; }
+  /// The scale [C] ("weight").
   Parameter& weight() { return parameter_at(weight_); }
   /// Throws when the layer was built without a bias.
   Parameter& bias();
