@@ -63,6 +63,23 @@ inline double dot(const Tensor& a, const Tensor& b) {
   return s;
 }
 
+/// Central differences of loss() with respect to every element of `t` (f64, changed in
+/// place and put back): the numeric gradient, shaped like t.
+inline Tensor numeric_gradient(Tensor& t, const std::function<double()>& loss, double h = 1e-6) {
+  Tensor g = Tensor::empty(t.shape(), DType::f64);
+  double* p = t.data<double>();
+  for (std::int64_t i = 0; i < t.numel(); ++i) {
+    const double keep = p[i];
+    p[i] = keep + h;
+    const double up = loss();
+    p[i] = keep - h;
+    const double down = loss();
+    p[i] = keep;
+    g.data<double>()[i] = (up - down) / (2 * h);
+  }
+  return g;
+}
+
 /// Central differences of L(x) = sum(forward(x) * weights) against backward(weights), for
 /// the input and for every parameter, all elements. `before_forward` runs before each
 /// forward (e.g. to rewind a dropout counter so every evaluation uses the same mask).
@@ -83,20 +100,7 @@ inline void gradcheck(mgpu::nn::Module& m, Tensor x, std::uint64_t seed,
     m.clear_saved();
     return dot(out, w);
   };
-  auto numeric = [&](Tensor& t) {
-    Tensor g = Tensor::empty(t.shape(), DType::f64);
-    double* p = t.data<double>();
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      const double keep = p[i];
-      p[i] = keep + h;
-      const double up = loss();
-      p[i] = keep - h;
-      const double down = loss();
-      p[i] = keep;
-      g.data<double>()[i] = (up - down) / (2 * h);
-    }
-    return g;
-  };
+  auto numeric = [&](Tensor& t) { return numeric_gradient(t, loss, h); };
   check_close(grad_x, numeric(x), rtol, atol, m.describe() + " d/dinput");
   for (auto& [name, p] : m.named_parameters()) {
     if (!p->requires_grad()) continue;

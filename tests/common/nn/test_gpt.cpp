@@ -102,19 +102,7 @@ TEST_CASE("GPT: every gradient matches finite differences, the tied table's from
   };
   for (auto& [name, p] : gpt.named_parameters()) {
     INFO(name);
-    const Tensor analytic = p->grad.clone();
-    Tensor numeric = Tensor::empty(p->value.shape(), DType::f64);
-    double* v = p->value.data<double>();
-    for (std::int64_t i = 0; i < p->value.numel(); ++i) {
-      const double keep = v[i], h = 1e-6;
-      v[i] = keep + h;
-      const double up = loss();
-      v[i] = keep - h;
-      const double down = loss();
-      v[i] = keep;
-      numeric.data<double>()[i] = (up - down) / (2 * h);
-    }
-    check_close(analytic, numeric, 1e-5, 1e-8, name);
+    check_close(p->grad.clone(), nntest::numeric_gradient(p->value, loss), 1e-5, 1e-8, name);
   }
 }
 
