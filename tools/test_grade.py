@@ -24,6 +24,8 @@ _spec = importlib.util.spec_from_loader("grade", _loader)
 grade = importlib.util.module_from_spec(_spec)
 _loader.exec_module(grade)
 from grading import building, catch2, reports, running, submission  # noqa: E402 (path set by grade)
+from grading.course import Course                                   # noqa: E402
+import subprocess                                                   # noqa: E402
 
 # What Catch2 v2.13 writes with `-r xml -d yes` (trimmed): a pass, a failed CHECK inside a
 # section with an INFO, an exception with captured stdout, a crash.
@@ -369,14 +371,14 @@ class SubmissionTest(unittest.TestCase):
                    .replace("int between;", "int between = 1;  // edited outside"))
         self.write(self.student, "tests/99_x/t.cpp", "TEST_CASE(\"t\", \"[task1]\") { /* always passes */ }\n")
         self.write(self.student, "notes.txt", "mine\n")
-        files = submission.course_files(self.course)   # not a git checkout: every file
-        self.assertEqual(files, ["lessons/99_x/k.cpp", "lessons/99_x/k.h", "tests/99_x/t.cpp"])
+        course = Course(self.course)   # not a git checkout: every file
+        self.assertEqual(course.files, ["lessons/99_x/k.cpp", "lessons/99_x/k.h", "tests/99_x/t.cpp"])
         checkout = os.path.join(self.tmp, "work", "course")
-        submission.sync_clean_copy(self.course, checkout, files)
-        exercise = submission.fenced_files(self.course, files)
+        submission.sync_clean_copy(course, checkout)
+        exercise = submission.fenced_files(course)
         self.assertEqual(list(exercise), ["lessons/99_x/k.cpp"])
-        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
-        notes += submission.compare_rest(self.course, self.student, files, exercise)
+        notes = submission.take_fences(course, self.student, checkout, exercise, {})
+        notes += submission.compare_rest(course, self.student, exercise, ["99_x"])
         spliced = self.read(checkout, "lessons/99_x/k.cpp")
         self.assertIn("y = a * x + y;", spliced)
         self.assertIn("int between;\n", spliced)          # the course's, not the edit
@@ -386,31 +388,154 @@ class SubmissionTest(unittest.TestCase):
         self.assertIn("edited outside the fences (1, ignored: the course's copy is used): tests/99_x/t.cpp", text)
         self.assertIn("files that are not the course's (1, ignored", text)
         # A task put back to the exercise keeps the course's body.
-        submission.take_fences(self.course, self.student, checkout, exercise,
+        submission.take_fences(course, self.student, checkout, exercise,
                                {"lessons/99_x/k.cpp": {"task1"}})
         self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
 
     def test_missing_file_and_broken_fences(self):
         os.unlink(os.path.join(self.student, "lessons/99_x/k.cpp"))
-        files = submission.course_files(self.course)
-        exercise = submission.fenced_files(self.course, files)
+        course = Course(self.course)
+        exercise = submission.fenced_files(course)
         checkout = os.path.join(self.tmp, "w")
-        submission.sync_clean_copy(self.course, checkout, files)
-        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
+        submission.sync_clean_copy(course, checkout)
+        notes = submission.take_fences(course, self.student, checkout, exercise, {})
         self.assertIn("not in the submission", notes[0])
         self.write(self.student, "lessons/99_x/k.cpp", self.COURSE.replace("// TODO(task2) END\n", ""))
-        notes = submission.take_fences(self.course, self.student, checkout, exercise, {})
+        notes = submission.take_fences(course, self.student, checkout, exercise, {})
         self.assertIn("do not pair up", notes[0])
         self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
 
     def test_the_clean_copy_loses_what_a_previous_submission_left(self):
-        files = submission.course_files(self.course)
         checkout = os.path.join(self.tmp, "w")
         self.write(checkout, "stray.cpp", "x\n")
         self.write(checkout, "build/keep.o", "object\n")
-        submission.sync_clean_copy(self.course, checkout, files)
+        submission.sync_clean_copy(Course(self.course), checkout)
         self.assertFalse(os.path.exists(os.path.join(checkout, "stray.cpp")))
         self.assertTrue(os.path.exists(os.path.join(checkout, "build/keep.o")))
+
+
+class CommittedCourseTest(SubmissionTest):
+    """The clean copy is the committed course: an instructor's solved or edited working tree
+    never reaches a student's grade."""
+
+    def git(self, *args):
+        subprocess.run(["git", "-C", self.course, *args], check=True, capture_output=True)
+
+    def setUp(self):
+        super().setUp()
+        self.git("init", "-q")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "course")
+
+    def test_a_solved_working_tree_is_not_the_course(self):
+        solved = self.COURSE.replace("FAIL();", "solved();")
+        self.write(self.course, "lessons/99_x/k.cpp", solved)          # solved, not committed
+        self.write(self.course, "lessons/99_x/untracked.cpp", "x\n")   # never committed
+        course = Course(self.course)
+        self.assertEqual(course.files, ["lessons/99_x/k.cpp", "lessons/99_x/k.h", "tests/99_x/t.cpp"])
+        self.assertEqual(course.read("lessons/99_x/k.cpp").decode(), self.COURSE)
+        self.assertEqual(course.uncommitted, ["lessons/99_x/k.cpp"])
+        self.assertIn("uncommitted changes (lessons/99_x/k.cpp)", course.uncommitted_note())
+        # A submission without the file, and one whose task 1 is put back (did not
+        # compile): both get the committed exercise, never the instructor's solution.
+        os.unlink(os.path.join(self.student, "lessons/99_x/k.cpp"))
+        checkout = os.path.join(self.tmp, "w")
+        submission.sync_clean_copy(course, checkout)
+        exercise = submission.fenced_files(course)
+        submission.take_fences(course, self.student, checkout, exercise, {})
+        self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
+        self.write(self.student, "lessons/99_x/k.cpp", self.COURSE.replace("FAIL();", "broken("))
+        submission.take_fences(course, self.student, checkout, exercise,
+                               {"lessons/99_x/k.cpp": {"task1", "task2"}})
+        self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
+        self.assertFalse(os.path.exists(os.path.join(checkout, "lessons/99_x/untracked.cpp")))
+
+    def test_only_the_lessons_graded_are_reported(self):
+        self.write(self.course, "lessons/98_y/m.cpp", self.COURSE)
+        self.write(self.course, "common/lib.cpp", "int lib;\n")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "add", "-A")
+        self.git("-c", "user.name=t", "-c", "user.email=t@t", "commit", "-q", "-m", "more")
+        course = Course(self.course)
+        self.assertEqual(course.uncommitted, [])
+        self.assertIsNone(course.uncommitted_note())
+        self.assertEqual(submission.graded_lessons(course, ["99"]), ["99_x"])
+        with self.assertRaises(grading_usage_error()):
+            submission.graded_lessons(course, ["97"])
+        # The student handed in lesson 99 only: nothing about lesson 98 or common/ missing.
+        exercise = {r: f for r, f in submission.fenced_files(course).items() if r.startswith("lessons/99_x")}
+        self.write(self.student, "common/lib.cpp", "int lib = 1;\n")
+        notes = submission.compare_rest(course, self.student, exercise, ["99_x"])
+        text = "\n".join(notes)
+        self.assertNotIn("98_y", text)
+        self.assertNotIn("missing", text)
+        self.assertIn("edited outside the fences (1, ignored: the course's copy is used): common/lib.cpp", text)
+
+
+def grading_usage_error():
+    from grading import UsageError
+    return UsageError
+
+
+class ReportOrderTest(unittest.TestCase):
+    def test_the_code_s_own_error_comes_first(self):
+        xml = textwrap.dedent('''\
+            <Catch name="t"><Group name="t">
+            <TestCase name="c" tags="[x][task1][points:1]" filename="t.cpp" line="5">
+              <Info>bias 1</Info>
+              <Expression success="false" filename="t.cpp" line="6">
+                <Original>{Unknown expression after the reported line}</Original>
+                <Expanded>{Unknown expression after the reported line}</Expanded>
+                <Exception filename="t.cpp" line="6">TODO(task1): f is not written yet</Exception>
+              </Expression>
+              <OverallResult success="false" durationInSeconds="0.5"/>
+            </TestCase>
+            <TestCase name="d" tags="[x][task1][points:1]" filename="t.cpp" line="9">
+              <Expression success="false" type="CHECK" filename="t.cpp" line="9">
+                <Original>f() == 1</Original><Expanded>f() == 1</Expanded>
+                <Exception filename="t.cpp" line="9">TODO(task1): f is not written yet</Exception>
+              </Expression>
+              <OverallResult success="false" durationInSeconds="0.5"/>
+            </TestCase>
+            </Group></Catch>''')
+        c, d = catch2.parse_catch_xml(xml).cases
+        lines = c["output"].splitlines()
+        self.assertEqual(lines[0], "error: TODO(task1): f is not written yet")
+        self.assertEqual(lines[1], "t.cpp:6: thrown by the test after this line")
+        self.assertEqual(lines[2], "info: bias 1")
+        self.assertNotIn("Unknown expression", c["output"])
+        self.assertEqual(d["output"].splitlines(),
+                         ["error: TODO(task1): f is not written yet", "t.cpp:9: thrown inside CHECK( f() == 1 )"])
+
+    def test_checks_of_no_task_are_set_aside(self):
+        res = reports.LessonResult("99_x", "lessons", [
+            catch2.Case("graded", "[99_x][task1][points:2]", "passed"),
+            catch2.Case("a check of no task", "[99_x]", "failed", "why"),
+            catch2.Case("99_x (build)", "", "failed", "does not compile")])
+        res.set_aside_untagged()
+        self.assertEqual([c.name for c in res.cases], ["graded", "99_x (build)"])
+        self.assertEqual([c.name for c in res.untagged], ["a check of no task"])
+        out = io.StringIO()
+        reports.print_table(res, out, submission=True)
+        text = out.getvalue()
+        self.assertIn("the submission (lessons/99_x)", text)
+        self.assertIn("checks of no task (not graded, no points): 0 of 1 passed", text)
+        data = reports.results_json([res], "exclude", [])
+        self.assertEqual([t["name"] for t in data["tests"]],
+                         ["99_x [task1] graded", "99_x [-] 99_x (build)"])
+
+    def test_launch_time_is_shared_by_its_cases(self):
+        report = catch2.parse_catch_xml(CANNED_XML)
+        run = running.Run(0, "", "", False, 10.0)
+        cases = running.Runner._cases_of(report, run, "mpi")
+        self.assertAlmostEqual(sum(c.seconds for c in cases), 10.0)
+
+    def test_one_task_picks_its_binary(self):
+        binaries = ["lessons/06/test_06", "lessons/06/test_06_task1_mpi", "lessons/06/test_06_task3_mpi"]
+        self.assertEqual(grade.only_task(binaries, "task3"),
+                         [("lessons/06/test_06_task3_mpi", "[task3]")])
+        self.assertEqual(grade.only_task(["solutions/06/test_06_mpi"], "task3"),
+                         [("solutions/06/test_06_mpi", "[task3]")])
+        self.assertEqual(len(grade.only_task(binaries, None)), 3)
 
 
 # A stand-in for a Catch2 test binary: the flags tools/grade uses, a few canned cases.
@@ -522,6 +647,17 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(data["score"], 5)
         self.assertEqual(sum(t["max_score"] for t in data["tests"]), 5)
         self.assertEqual({t["status"] for t in data["tests"]}, {"passed"})
+
+    def test_a_build_dir_given_as_a_link_is_followed(self):
+        link = self.tmp + "-link"
+        os.symlink(self.tmp, link)
+        try:
+            rc, out = self.grade("--reference", "--build-dir", link, "99")
+        finally:
+            os.unlink(link)
+        self.assertEqual(rc, 0, out)
+        self.assertNotIn("no graded tests yet", out)
+        self.assertEqual(out.strip().splitlines()[-1], "2 passed, 0 failed, 1 skipped")
 
     def test_gpu_policy_fail(self):
         rc, out = self.grade("--reference", "--gpu-policy", "fail", "99")

@@ -150,9 +150,11 @@ class BuildDir:
                        if s.endswith(".cu") and s.startswith(prefix)})
 
     # ---- building ------------------------------------------------------------------------
-    def build(self, targets=()):
-        """ninja, on through failures (-k 0); only `targets` when given."""
-        r = run(["ninja", "-C", self.path, "-k", "0", *targets], 3600, cwd=self.root)
+    def build(self, targets=(), jobs=None):
+        """ninja, on through failures (-k 0); only `targets` when given; jobs: -j N (ninja's
+        own default, cores + 2, where None)."""
+        parallel = ["-j", str(jobs)] if jobs else []
+        r = run(["ninja", "-C", self.path, "-k", "0", *parallel, *targets], 3600, cwd=self.root)
         self.log = ANSI_ESCAPE.sub("", r.stdout + r.stderr)
         self.ok = r.rc == 0
         self.failures = parse_ninja_failures(self.log) if not self.ok else []

@@ -62,10 +62,14 @@ def _text(el):
     return (el.text or "").strip() if el is not None else ""
 
 
+UNKNOWN_EXPRESSION = "{Unknown expression after the reported line}"
+
+
 def failure_text(tc):
-    """What went wrong in a <TestCase>: failed expressions, exceptions, FAIL messages,
-    INFO/WARN messages and captured stdout/stderr, one item per line."""
-    out = []
+    """What went wrong in a <TestCase>, one item per line: first what the code under test
+    threw (its own message, e.g. a TODO's, leads), then failed expressions and FAIL
+    messages, then INFO/WARN context and captured stdout/stderr."""
+    thrown, failed, context = [], [], []
 
     def walk(el, sections):
         for ch in el:
@@ -75,28 +79,37 @@ def failure_text(tc):
                 walk(ch, sections + [ch.get("name", "")])
             elif ch.tag == "Expression" and ch.get("success") == "false":
                 orig, expanded = _text(ch.find("Original")), _text(ch.find("Expanded"))
+                errors = [sub for sub in ch if sub.tag in ("Exception", "FatalErrorCondition")]
+                for sub in errors:
+                    label = "error" if sub.tag == "Exception" else "fatal error"
+                    thrown.append(f"{prefix}{label}: {_text(sub)}")
+                    if orig == UNKNOWN_EXPRESSION:
+                        failed.append(f"{where}: {prefix}thrown by the test after this line")
+                    else:
+                        failed.append(f"{where}: {prefix}thrown inside "
+                                      f"{ch.get('type', 'CHECK')}( {orig} )")
+                if errors:
+                    continue
                 line = f"{where}: {prefix}{ch.get('type', 'CHECK')}( {orig} ) failed"
                 if expanded and expanded != orig:
                     line += f" with expansion: {expanded}"
-                out.append(line)
-                for sub in ch:
-                    if sub.tag in ("Exception", "FatalErrorCondition"):
-                        out.append(f"{where}: {prefix}{sub.tag}: {_text(sub)}")
+                failed.append(line)
             elif ch.tag in ("Exception", "FatalErrorCondition"):
-                out.append(f"{where}: {prefix}{ch.tag.replace('FatalErrorCondition', 'fatal error')}"
-                           f": {_text(ch)}")
+                label = "error" if ch.tag == "Exception" else "fatal error"
+                thrown.append(f"{prefix}{label}: {_text(ch)}")
+                failed.append(f"{where}: {prefix}thrown here")
             elif ch.tag == "Failure":
-                out.append(f"{where}: {prefix}FAIL: {_text(ch)}")
+                failed.append(f"{where}: {prefix}FAIL: {_text(ch)}")
             elif ch.tag in ("Info", "Warning"):
-                out.append(f"{prefix}{ch.tag.lower()}: {_text(ch)}")
+                context.append(f"{prefix}{ch.tag.lower()}: {_text(ch)}")
             elif ch.tag == "OverallResult":
                 for stream in ("StdOut", "StdErr"):
                     text = _text(ch.find(stream))
                     if text:
-                        out.append(f"{stream.lower()}:\n{text}")
+                        context.append(f"{stream.lower()}:\n{text}")
 
     walk(tc, [])
-    return "\n".join(out)
+    return "\n".join(thrown + failed + context)
 
 
 class Report:

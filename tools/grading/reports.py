@@ -20,6 +20,15 @@ class LessonResult:
     def __init__(self, lesson, variant, cases, compile_errors=(), blocked=False, notes=()):
         self.lesson, self.variant, self.cases = lesson, variant, list(cases)
         self.compile_errors, self.blocked, self.notes = list(compile_errors), blocked, list(notes)
+        self.untagged = []
+
+    def set_aside_untagged(self):
+        """Moves the test cases that belong to no task (no [taskK] tag: worth no points)
+        out of the graded cases: they are shown apart and are in no score, count, exit
+        status or report file. What the grader made up to report a failure (a build that
+        failed, a run that ended badly) has no tags and stays graded."""
+        self.untagged = [c for c in self.cases if c.task == "-" and c.tags.strip()]
+        self.cases = [c for c in self.cases if not (c.task == "-" and c.tags.strip())]
 
 
 def apply_gpu_policy(results, policy):
@@ -68,10 +77,11 @@ def print_compile_errors(res, out):
                   file=out)
 
 
-def print_table(res, out=None):
+def print_table(res, out=None, submission=False):
     out = out or sys.stdout
     cases = res.cases
-    who = "reference" if res.variant == "solutions" else "your code"
+    who = ("reference" if res.variant == "solutions" else
+           "the submission" if submission else "your code")
     print(f"\n{res.lesson} — {who} ({res.variant}/{res.lesson})", file=out)
     if res.compile_errors:
         print_compile_errors(res, out)
@@ -100,9 +110,23 @@ def print_table(res, out=None):
         if c.status == "failed":
             print(f"  FAILED  {c.name} [{c.task}]{' (mpi)' if c.kind == 'mpi' else ''}", file=out)
             if c.output:
-                print(first_lines(c.output), file=out)
+                print(first_lines(c.output, 8), file=out)
         elif c.status == "skipped":   # why: the GPU note above
             print(f"  SKIPPED {c.name} [{c.task}]{' (mpi)' if c.kind == 'mpi' else ''}", file=out)
+    print_untagged(res, out)
+
+
+def print_untagged(res, out):
+    """The checks of no task: one line, and the ones that failed, for information only."""
+    if not res.untagged:
+        return
+    bad = [c for c in res.untagged if c.status == "failed"]
+    print(f"  checks of no task (not graded, no points): "
+          f"{sum(c.status == 'passed' for c in res.untagged)} of {len(res.untagged)} passed", file=out)
+    for c in bad:
+        print(f"  note    {c.name}{' (mpi)' if c.kind == 'mpi' else ''}", file=out)
+        if c.output:
+            print(first_lines(c.output, 3), file=out)
 
 
 def summary_line(passed, failed, skipped):

@@ -4,37 +4,10 @@ library and everything else come from the course, and what the student changed t
 reported and ignored. A task whose code does not compile is put back to the unfinished
 exercise (and scores what that scores), so it cannot zero the other tasks of its lesson."""
 import os
-import subprocess
 
 from . import UsageError
 from .building import BuildDir, check_fences
-
-SKIP_DIRS = {".git", "__pycache__", ".deps", ".whl"}
-
-
-def course_files(root):
-    """The course's files, relative to root: git's tracked files, or every file outside
-    build folders where root is not a git checkout."""
-    try:
-        r = subprocess.run(["git", "-C", root, "ls-files", "-z"], capture_output=True, check=True)
-        files = [f for f in r.stdout.decode().split("\0") if f]
-        return sorted(f for f in files if os.path.lexists(os.path.join(root, f)))
-    except (OSError, subprocess.CalledProcessError):
-        return sorted(walk(root))
-
-
-def is_build_dir(path):
-    return os.path.exists(os.path.join(path, "build.ninja")) or \
-        os.path.isdir(os.path.join(path, "meson-private"))
-
-
-def walk(top):
-    for dirpath, dirnames, filenames in os.walk(top):
-        dirnames[:] = sorted(d for d in dirnames if d not in SKIP_DIRS and
-                             not d.startswith("build") and not is_build_dir(os.path.join(dirpath, d)))
-        for f in filenames:
-            yield os.path.relpath(os.path.join(dirpath, f), top)
-
+from .course import Course, walk
 
 def write_if_changed(path, data, mode=None):
     """Writes only what differs, so ninja recompiles only what the submission changed."""
@@ -54,21 +27,20 @@ def write_if_changed(path, data, mode=None):
     return True
 
 
-def sync_clean_copy(root, checkout, files):
+def sync_clean_copy(course, checkout):
     """Makes checkout hold exactly the course's files (its build folder aside)."""
-    keep = set(files)
-    for rel in files:
-        src, dst = os.path.join(root, rel), os.path.join(checkout, rel)
-        if os.path.islink(src):
-            target = os.readlink(src)
+    keep = set(course.files)
+    for rel in course.files:
+        dst = os.path.join(checkout, rel)
+        target = course.link(rel)
+        if target is not None:
             if not (os.path.islink(dst) and os.readlink(dst) == target):
                 os.makedirs(os.path.dirname(dst), exist_ok=True)
                 if os.path.lexists(dst):
                     os.unlink(dst)
                 os.symlink(target, dst)
         else:
-            with open(src, "rb") as f:
-                write_if_changed(dst, f.read(), os.stat(src).st_mode & 0o777)
+            write_if_changed(dst, course.read(rel), course.mode(rel))
     for rel in list(walk(checkout)):
         if rel not in keep:
             os.unlink(os.path.join(checkout, rel))
@@ -79,14 +51,14 @@ def read_lines(path):
         return f.read().splitlines(keepends=True)
 
 
-def fenced_files(root, files):
+def fenced_files(course):
     """{rel: fences} of the course's exercise files (lessons/NN_topic/* with fences)."""
     out = {}
-    for rel in files:
+    for rel in course.files:
         parts = rel.split("/")
         if len(parts) == 3 and parts[0] == "lessons" and not rel.endswith(".md") \
-                and not os.path.islink(os.path.join(root, rel)):
-            fences = check_fences.parse_fences(read_lines(os.path.join(root, rel)), rel, [])
+                and course.link(rel) is None:
+            fences = check_fences.parse_fences(course.read_lines(rel), rel, [])
             if fences:
                 out[rel] = fences
     return out
@@ -117,14 +89,14 @@ def splice(course_lines, course_fences, student_lines, student_fences, keep_task
     return out, taken, missing
 
 
-def take_fences(root, student, checkout, exercise, reverted):
+def take_fences(course, student, checkout, exercise, reverted):
     """Writes each exercise file of the checkout: the course's, with the student's fence
     bodies (except the tasks in reverted[file]). Returns the report's lines."""
     notes = []
     for rel, fences in sorted(exercise.items()):
-        course = read_lines(os.path.join(root, rel))
+        ours = course.read_lines(rel)
         mine = os.path.join(student, rel)
-        lines = course
+        lines = ours
         if not os.path.isfile(mine):
             notes.append(f"{rel}: not in the submission; its tasks keep the unfinished exercise")
         else:
@@ -135,12 +107,12 @@ def take_fences(root, student, checkout, exercise, reverted):
                 notes.append(f"{rel}: its fences do not pair up ({problems[0].split(': ', 1)[-1]}); "
                              "the file keeps the unfinished exercise")
             else:
-                lines, _, missing = splice(course, fences, theirs, their_fences,
+                lines, _, missing = splice(ours, fences, theirs, their_fences,
                                            reverted.get(rel, ()))
                 if missing:
                     notes.append(f"{rel}: no fence for {', '.join(sorted(missing))} in the "
                                  "submission; kept the unfinished exercise")
-                outside_course = check_fences.outside_segments(course, fences)
+                outside_course = check_fences.outside_segments(ours, fences)
                 outside_theirs = check_fences.outside_segments(theirs, their_fences)
                 if [s for _, s in outside_course] != [s for _, s in outside_theirs]:
                     notes.append(f"{rel}: changes outside the fences ignored")
@@ -148,21 +120,34 @@ def take_fences(root, student, checkout, exercise, reverted):
     return notes
 
 
-def compare_rest(root, student, files, exercise):
-    """Lines naming the course files the student edited, removed or added (all ignored)."""
+def lesson_of(rel):
+    """'NN_topic' for a file of one lesson's folders (lessons/, solutions/, tests/), else None."""
+    parts = rel.split("/")
+    if len(parts) > 2 and parts[0] in ("lessons", "solutions", "tests") and parts[1][:2].isdigit():
+        return parts[1]
+    return None
+
+
+def compare_rest(course, student, exercise, lessons):
+    """Lines naming the course files the student edited, removed or added (all ignored),
+    for the lessons graded and the files of no lesson; a file missing from the submission
+    is named only in a graded lesson's own folder (a submission may be lessons/ alone)."""
+    def concerns(rel):
+        return lesson_of(rel) is None or lesson_of(rel) in lessons
     edited, removed = [], []
-    for rel in files:
-        if rel in exercise or os.path.islink(os.path.join(root, rel)):
+    for rel in course.files:
+        if rel in exercise or course.link(rel) is not None or not concerns(rel):
             continue
         mine = os.path.join(student, rel)
         if not os.path.isfile(mine):
-            removed.append(rel)
+            if rel.startswith("lessons/") and lesson_of(rel) in lessons:
+                removed.append(rel)
             continue
-        with open(os.path.join(root, rel), "rb") as a, open(mine, "rb") as b:
-            if a.read() != b.read():
+        with open(mine, "rb") as b:
+            if course.read(rel) != b.read():
                 edited.append(rel)
-    known = set(files)
-    added = [rel for rel in walk(student) if rel not in known]
+    known = set(course.files)
+    added = [rel for rel in walk(student) if rel not in known and concerns(rel)]
 
     def listed(what, paths):
         shown = ", ".join(paths[:8]) + (f" and {len(paths) - 8} more" if len(paths) > 8 else "")
@@ -198,40 +183,57 @@ def revert_broken_tasks(build, lessons, exercise, reverted):
     return found
 
 
+def graded_lessons(course, wanted):
+    """The lessons of the course that `wanted` (['00', '06_sync_batchnorm'], or [] for all)
+    names; a name that matches no lesson is a usage error, before anything is compiled."""
+    lessons = sorted({rel.split("/")[1] for rel in course.files
+                      if rel.startswith("lessons/") and rel.count("/") >= 2 and lesson_of(rel)})
+    if not wanted:
+        return lessons
+    chosen = []
+    for want in wanted:
+        matches = [l for l in lessons if l == want or l.startswith(want.rstrip("_") + "_")]
+        if not matches:
+            raise UsageError(f"no lesson matches {want!r}; lessons: {', '.join(lessons)}")
+        chosen += [m for m in matches if m not in chosen]
+    return chosen
+
+
 def grade_submission(args, root, grade):
     student = os.path.abspath(args.submission)
     if not os.path.isdir(os.path.join(student, "lessons")):
         raise UsageError(f"{args.submission} has no lessons/ folder: give the top folder of "
                          "the student's copy of the course")
     work = os.path.abspath(args.work_dir or os.path.join(root, "build-submission"))
+    if os.path.exists(work) and not os.path.isdir(work):
+        raise UsageError(f"--work-dir {args.work_dir} is a file: give a folder (it is created "
+                         "if missing)")
     checkout = os.path.join(work, "course")
     if os.path.commonpath([work, student]) in (work, student):
         raise UsageError("--work-dir and the submission must not contain one another")
+    course = Course(root)
+    lessons = graded_lessons(course, args.lessons)
     os.makedirs(checkout, exist_ok=True)
-    files = course_files(root)
-    exercise = fenced_files(root, files)
-    sync_clean_copy(root, checkout, files)
-    notes = take_fences(root, student, checkout, exercise, {})
-    notes += compare_rest(root, student, files, exercise)
+    exercise = {rel: f for rel, f in fenced_files(course).items() if lesson_of(rel) in lessons}
+    sync_clean_copy(course, checkout)
+    notes = take_fences(course, student, checkout, exercise, {})
+    notes += compare_rest(course, student, exercise, lessons)
+    if course.uncommitted_note():
+        notes.insert(0, course.uncommitted_note())
     print(f"grade: the fenced code of {student} goes into a clean copy of the course "
-          f"({checkout})", flush=True)
+          f"({course.source}, in {checkout})", flush=True)
 
     # Build once; a task that does not compile goes back to the exercise, then once more.
     build = BuildDir(checkout, os.path.join(checkout, "build"))
     if not build.configured() and not build.configure(args.setup_arg):
         print(f"grade: the clean copy could not be configured:\n{build.failures[0][1]}")
         return 1
-    lessons = sorted(d for d in os.listdir(os.path.join(checkout, "lessons"))
-                     if (os.path.isdir(os.path.join(checkout, "lessons", d)) and d[:2].isdigit()))
-    if args.lessons:
-        lessons = [l for l in lessons if any(l == w or l.startswith(w.rstrip("_") + "_")
-                                             for w in args.lessons)] or lessons
     replaced, reverted = {}, {}
     for _ in range(3):
         aliases = [a for a in (build.lesson_target("lessons", l) for l in lessons) if a]
         print(f"grade: compiling the submission ({len(aliases)} lesson target(s)) to find "
               "tasks that do not compile", flush=True)
-        if build.build(aliases):
+        if build.build(aliases, args.jobs):
             break
         found = revert_broken_tasks(build, lessons, exercise, reverted)
         if not found:
@@ -241,8 +243,8 @@ def grade_submission(args, root, grade):
             for e in errors:
                 print(f"grade:   {key[1]} {e.task}: does not compile ({e.where}); graded "
                       "with the unfinished exercise in its place")
-        take_fences(root, student, checkout, exercise, reverted)
+        take_fences(course, student, checkout, exercise, reverted)
     args.build_dir = build.path
     header = [f"Submission: {student} (only the code inside the TODO fences of lessons/ "
               "is graded)"] + notes
-    return grade(args, checkout, extra_header=header, replaced=replaced)
+    return grade(args, checkout, extra_header=header, replaced=replaced, submission=True)
