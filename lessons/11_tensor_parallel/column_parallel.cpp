@@ -4,9 +4,9 @@
 #include <sstream>
 
 #include "mgpu/copy.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 
 ColumnParallelLinear::ColumnParallelLinear(nn::Linear& full, dist::ProcessGroup& group)
     : nn::Linear(full.in_features(),
@@ -59,4 +59,4 @@ std::string ColumnParallelLinear::describe() const {
   return os.str();
 }
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp

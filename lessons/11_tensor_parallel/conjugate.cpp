@@ -1,9 +1,9 @@
 // Task 2: the conjugate operators f and g of the Megatron-LM paper. Each is one
 // all-reduce in one direction and nothing in the other; together they are all the
 // communication a Megatron MLP block needs.
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 
 Tensor CopyToTensorParallelRegion::forward(const Tensor& x) {
   // TODO(task2) BEGIN: f's forward: every rank already holds the whole x, so nothing
@@ -58,4 +58,4 @@ std::string ReduceFromTensorParallelRegion::describe() const {
          "; forward all-reduce, backward identity)";
 }
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp

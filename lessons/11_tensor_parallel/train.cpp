@@ -17,14 +17,14 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 #include "train_report.h"
 
 namespace {
 
 using namespace mgpu;
 namespace par = mgpu::parallel;
-namespace l11 = mgpu::lesson11;
+namespace l11 = mgpu::lesson11;  // the program's set-up and report (train_report.h)
 
 int train(const app::Options& opt, int tp) {
   // Step 0) one process per device; the grid: tensor-parallel groups of tp consecutive
@@ -57,8 +57,8 @@ int train(const app::Options& opt, int tp) {
   auto full = nn::make_model(opt.model, data.train->sample_shape(), data.train->num_classes());
   full->to(device);
   const std::int64_t full_params = full->num_parameters();
-  const std::int64_t formula_params = l11::parameters_per_rank(*full, tp, grid.me.tp_rank);
-  std::shared_ptr<nn::Sequential> model = l11::tensor_parallelize(*full, *grid.tp);
+  const std::int64_t formula_params = par::tp::parameters_per_rank(*full, tp, grid.me.tp_rank);
+  std::shared_ptr<nn::Sequential> model = par::tp::tensor_parallelize(*full, *grid.tp);
   full.reset();  // the shards are copies: the full model goes
   const double model_bytes = static_cast<double>(memory_stats(device).allocated) - before_model;
   par::DistributedDataParallel ddp(model, *grid.dp);

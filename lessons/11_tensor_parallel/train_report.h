@@ -12,7 +12,7 @@
 #include "mgpu/app/app.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/models.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
 namespace mgpu::lesson11 {
 
@@ -25,7 +25,7 @@ inline std::string rank_list(const std::vector<int>& ranks) {
 
 /// This rank's groups of a tp x dp grid.
 struct Grid {
-  GridPosition me;                                  ///< this rank's place in the grid
+  parallel::tp::GridPosition me;                       ///< this rank's place in the grid
   std::shared_ptr<dist::ProcessGroup> tp, dp, dp_cpu;  ///< its groups (dp_cpu: on the CPU)
 };
 
@@ -37,14 +37,15 @@ inline Grid make_grid(int tp, const std::string& backend, const Device& device) 
   MGPU_CHECK(tp >= 1 && world % tp == 0, "--tp ", tp, " does not divide the ", world,
              " rank(s); start a multiple of --tp ranks (tools/mpirun -np N)");
   Grid g;
-  g.me = grid_position(world, tp, dist::rank());
+  g.me = parallel::tp::grid_position(world, tp, dist::rank());
   dist::GroupOptions quiet;
   quiet.announce = false;
   for (int first = 0; first < world; first += tp)  // tensor-parallel groups: blocks of tp
-    if (auto group = dist::new_group(grid_position(world, tp, first).tp_group, backend, device, quiet))
+    if (auto group = dist::new_group(parallel::tp::grid_position(world, tp, first).tp_group,
+                                     backend, device, quiet))
       g.tp = group;
   for (int t = 0; t < tp; ++t) {  // data-parallel groups: every tp-th rank
-    const std::vector<int> ranks = grid_position(world, tp, t).dp_group;
+    const std::vector<int> ranks = parallel::tp::grid_position(world, tp, t).dp_group;
     if (auto group = dist::new_group(ranks, backend, device, quiet)) g.dp = group;
     if (auto group = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) g.dp_cpu = group;
   }
@@ -63,7 +64,8 @@ inline void log_grid(const Grid& g, int tp, int dp) {
 /// The model line (rank 0) and each rank's parameters against the formula.
 inline void print_setup(const app::Options& opt, nn::Sequential& model, int tp,
                         std::int64_t full_params, std::int64_t formula_params, double model_bytes) {
-  dist::log0(app::model_line(opt.model, full_params), "; ", count_mlp_blocks(model), " Megatron MLP block(s) split ", tp,
+  dist::log0(app::model_line(opt.model, full_params), "; ", parallel::tp::count_mlp_blocks(model),
+             " Megatron MLP block(s) split ", tp,
              " ways, the other layers replicated:\n", model.summary());
   dist::log_all("parameters on this rank: ", model.num_parameters(), " (formula ", formula_params,
                 ", full model ", full_params, "); parameters + gradients ",

@@ -6,9 +6,9 @@
 
 #include "mgpu/copy.h"
 #include "mgpu/ops.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 namespace {
 
 // p.grad += contribution, then p's grad-ready hooks (DDP listens there): what every layer
@@ -82,4 +82,4 @@ std::string RowParallelLinear::describe() const {
   return os.str();
 }
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp

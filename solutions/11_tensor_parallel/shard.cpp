@@ -3,9 +3,9 @@
 // which part of the batch it reads (its dp rank).
 #include <algorithm>
 
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 
 ShardRange shard_range(std::int64_t total, int parts, int index) {
   MGPU_CHECK(parts >= 1 && parts <= total, "shard_range: ", total, " features cannot be cut into ",
@@ -39,4 +39,4 @@ GridPosition grid_position(int world, int tp, int rank) {
   return p;
 }
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp

@@ -6,10 +6,10 @@
 #include <set>
 #include <string>
 
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace l11 = mgpu::lesson11;
-using l11::ShardRange;
+namespace tpar = mgpu::parallel::tp;  // tensor parallelism: lesson 11 writes its layers
+using tpar::ShardRange;
 
 namespace {
 
@@ -25,14 +25,14 @@ std::string error_of(const std::function<void()>& f) {
 }  // namespace
 
 TEST_CASE("task1: shard_range cuts as torch.tensor_split does", "[11_tensor_parallel][task1][points:2]") {
-  CHECK(l11::shard_range(10, 3, 0) == ShardRange{0, 4});
-  CHECK(l11::shard_range(10, 3, 1) == ShardRange{4, 7});
-  CHECK(l11::shard_range(10, 3, 2) == ShardRange{7, 10});
-  CHECK(l11::shard_range(8, 2, 1) == ShardRange{4, 8});
-  CHECK(l11::shard_range(5, 1, 0) == ShardRange{0, 5});
-  CHECK(l11::shard_range(3, 3, 2) == ShardRange{2, 3});
-  CHECK(l11::shard_range(256, 3, 0) == ShardRange{0, 86});   // lesson's MLP over 3 ranks
-  CHECK(l11::shard_range(256, 3, 2) == ShardRange{171, 256});
+  CHECK(tpar::shard_range(10, 3, 0) == ShardRange{0, 4});
+  CHECK(tpar::shard_range(10, 3, 1) == ShardRange{4, 7});
+  CHECK(tpar::shard_range(10, 3, 2) == ShardRange{7, 10});
+  CHECK(tpar::shard_range(8, 2, 1) == ShardRange{4, 8});
+  CHECK(tpar::shard_range(5, 1, 0) == ShardRange{0, 5});
+  CHECK(tpar::shard_range(3, 3, 2) == ShardRange{2, 3});
+  CHECK(tpar::shard_range(256, 3, 0) == ShardRange{0, 86});   // lesson's MLP over 3 ranks
+  CHECK(tpar::shard_range(256, 3, 2) == ShardRange{171, 256});
 }
 
 TEST_CASE("task1: the shards tile the features, the first ones one longer",
@@ -42,7 +42,7 @@ TEST_CASE("task1: the shards tile the features, the first ones one longer",
       INFO(total << " features over " << parts);
       std::int64_t next = 0;
       for (int i = 0; i < parts; ++i) {
-        const ShardRange r = l11::shard_range(total, parts, i);
+        const ShardRange r = tpar::shard_range(total, parts, i);
         CHECK(r.begin == next);
         CHECK(r.size() == total / parts + (i < total % parts ? 1 : 0));
         next = r.end;
@@ -53,27 +53,27 @@ TEST_CASE("task1: the shards tile the features, the first ones one longer",
 }
 
 TEST_CASE("shard_range refuses cuts that leave a shard empty", "[11_tensor_parallel]") {
-  CHECK_THAT(error_of([] { l11::shard_range(2, 3, 0); }), Catch::Contains("2 features"));
-  CHECK_THAT(error_of([] { l11::shard_range(4, 2, 2); }), Catch::Contains("shard 2 of 2"));
-  CHECK_THAT(error_of([] { l11::shard_range(4, 0, 0); }), Catch::Contains("0 non-empty"));
+  CHECK_THAT(error_of([] { tpar::shard_range(2, 3, 0); }), Catch::Contains("2 features"));
+  CHECK_THAT(error_of([] { tpar::shard_range(4, 2, 2); }), Catch::Contains("shard 2 of 2"));
+  CHECK_THAT(error_of([] { tpar::shard_range(4, 0, 0); }), Catch::Contains("0 non-empty"));
 }
 
 TEST_CASE("task1: grid_position, 4 ranks as 2 x 2 and 6 ranks as 3 x 2",
           "[11_tensor_parallel][task1][points:2]") {
-  const l11::GridPosition p = l11::grid_position(4, 2, 3);
+  const tpar::GridPosition p = tpar::grid_position(4, 2, 3);
   CHECK(p.tp_rank == 1);
   CHECK(p.dp_rank == 1);
   CHECK(p.tp_group == std::vector<int>{2, 3});
   CHECK(p.dp_group == std::vector<int>{1, 3});
-  const l11::GridPosition q = l11::grid_position(6, 3, 4);
+  const tpar::GridPosition q = tpar::grid_position(6, 3, 4);
   CHECK(q.tp_rank == 1);
   CHECK(q.dp_rank == 1);
   CHECK(q.tp_group == std::vector<int>{3, 4, 5});
   CHECK(q.dp_group == std::vector<int>{1, 4});
-  const l11::GridPosition pure_dp = l11::grid_position(3, 1, 2);
+  const tpar::GridPosition pure_dp = tpar::grid_position(3, 1, 2);
   CHECK(pure_dp.tp_group == std::vector<int>{2});
   CHECK(pure_dp.dp_group == std::vector<int>{0, 1, 2});
-  const l11::GridPosition pure_tp = l11::grid_position(3, 3, 2);
+  const tpar::GridPosition pure_tp = tpar::grid_position(3, 3, 2);
   CHECK(pure_tp.tp_group == std::vector<int>{0, 1, 2});
   CHECK(pure_tp.dp_group == std::vector<int>{2});
 }
@@ -86,7 +86,7 @@ TEST_CASE("task1: every rank is in one tp group and one dp group, which meet in 
       INFO("world " << world << ", tp " << tp);
       std::set<std::vector<int>> tp_groups, dp_groups;
       for (int r = 0; r < world; ++r) {
-        const l11::GridPosition p = l11::grid_position(world, tp, r);
+        const tpar::GridPosition p = tpar::grid_position(world, tp, r);
         REQUIRE(p.tp_group.size() == static_cast<std::size_t>(tp));
         REQUIRE(p.dp_group.size() == static_cast<std::size_t>(world / tp));
         CHECK(p.tp_group[p.tp_rank] == r);  // the group rank indexes the sorted list
@@ -108,6 +108,6 @@ TEST_CASE("task1: every rank is in one tp group and one dp group, which meet in 
 }
 
 TEST_CASE("grid_position refuses a tp that does not divide the world", "[11_tensor_parallel]") {
-  CHECK_THAT(error_of([] { l11::grid_position(6, 4, 0); }), Catch::Contains("--tp must divide"));
-  CHECK_THAT(error_of([] { l11::grid_position(4, 2, 4); }), Catch::Contains("rank 4"));
+  CHECK_THAT(error_of([] { tpar::grid_position(6, 4, 0); }), Catch::Contains("--tp must divide"));
+  CHECK_THAT(error_of([] { tpar::grid_position(4, 2, 4); }), Catch::Contains("rank 4"));
 }

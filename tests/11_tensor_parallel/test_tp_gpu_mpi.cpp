@@ -16,8 +16,8 @@ TEST_CASE("gpu: task4: the Megatron MLP on CUDA (mpi backend, ranks may share a 
   auto full = two_block_model(41);  // the reference, on the CPU
   auto on_gpu = std::static_pointer_cast<nn::Sequential>(full->clone());
   on_gpu->to(gpu);
-  auto tp = l11::tensor_parallelize(*on_gpu, g);
-  REQUIRE(l11::count_mlp_blocks(*tp) == 2);
+  auto tp = tpar::tensor_parallelize(*on_gpu, g);
+  REQUIRE(tpar::count_mlp_blocks(*tp) == 2);
   const Tensor x = random_tensor({6, 5}, 42), labels = random_labels(6, 4, 43);
   // f64 on both sides: only the order of the sums differs (cuBLAS against OpenBLAS).
   const double tol = 1e-12;
@@ -39,5 +39,5 @@ TEST_CASE("gpu: task4: the Megatron MLP on CUDA (mpi backend, ranks may share a 
     for (auto* m : {static_cast<nn::Module*>(full.get()), static_cast<nn::Module*>(tp.get())})
       for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
   }
-  CHECK(tp->num_parameters() == l11::parameters_per_rank(*full, g.size(), g.rank()));
+  CHECK(tp->num_parameters() == tpar::parameters_per_rank(*full, g.size(), g.rank()));
 }

@@ -33,7 +33,7 @@ std::vector<int> all_ranks() {
 TEST_CASE("task2: f is the identity forward (no collective) and sums the gradient backward "
           "(one all-reduce)", "[11_tensor_parallel][task2][points:3]") {
   dist::ProcessGroup& g = world_group();
-  l11::CopyToTensorParallelRegion f(g);
+  tpar::CopyToTensorParallelRegion f(g);
   const Shape shape{4, 3};
   const Tensor x = random_tensor(shape, 7);
   Tensor y;
@@ -49,7 +49,7 @@ TEST_CASE("task2: f is the identity forward (no collective) and sums the gradien
 TEST_CASE("task2: g sums forward (one all-reduce) and is the identity backward (no collective)",
           "[11_tensor_parallel][task2][points:3]") {
   dist::ProcessGroup& g = world_group();
-  l11::ReduceFromTensorParallelRegion red(g);
+  tpar::ReduceFromTensorParallelRegion red(g);
   const Shape shape{2, 5};
   Tensor y;
   CHECK(collectives_during(g, [&] { y = red.forward(term_of(dist::rank(), shape)); }) == 1);
@@ -69,8 +69,8 @@ TEST_CASE("task2: f and g sum over their own group, not over the world",
   auto group = my_group(blocks);
   const std::vector<int>& mine = blocks[static_cast<std::size_t>(dist::rank() / 2)];
   const Shape shape{3};
-  l11::CopyToTensorParallelRegion f(*group);
-  l11::ReduceFromTensorParallelRegion red(*group);
+  tpar::CopyToTensorParallelRegion f(*group);
+  tpar::ReduceFromTensorParallelRegion red(*group);
   CHECK(max_rel_diff(f.backward(term_of(dist::rank(), shape)), sum_of_terms(mine, shape)) < 1e-14);
   CHECK(max_rel_diff(red.forward(term_of(dist::rank(), shape)), sum_of_terms(mine, shape)) < 1e-14);
   CHECK(group->collectives_issued() == 2);
@@ -85,8 +85,8 @@ TEST_CASE("task3: column-parallel Linear: this rank's outputs, the whole input g
   for (bool bias : {true, false}) {
     INFO("bias " << bias);
     auto full = f64_linear(6, 7, bias, 11);  // 7 outputs: 4+3 over 2 ranks, 3+2+2 over 3
-    l11::ColumnParallelLinear col(*full, g);
-    const l11::ShardRange r = l11::shard_range(7, g.size(), g.rank());
+    tpar::ColumnParallelLinear col(*full, g);
+    const tpar::ShardRange r = tpar::shard_range(7, g.size(), g.rank());
     CHECK(col.output_range() == r);
     CHECK(col.weight().value.shape() == Shape{r.size(), 6});
     CHECK(col.weight().value.dtype() == DType::f64);
@@ -97,10 +97,10 @@ TEST_CASE("task3: column-parallel Linear: this rank's outputs, the whole input g
     const Tensor dx_full = full->backward(dy);
     Tensor y, dx;
     CHECK(collectives_during(g, [&] { y = col.forward(x); }) == 0);
-    CHECK(max_rel_diff(y, l11::take_columns(y_full, r)) < 1e-13);
-    CHECK(collectives_during(g, [&] { dx = col.backward(l11::take_columns(dy, r)); }) == 1);
+    CHECK(max_rel_diff(y, tpar::take_columns(y_full, r)) < 1e-13);
+    CHECK(collectives_during(g, [&] { dx = col.backward(tpar::take_columns(dy, r)); }) == 1);
     CHECK(max_rel_diff(dx, dx_full) < 1e-13);
-    CHECK(max_rel_diff(col.weight().grad, l11::take_rows(full->weight().grad, r)) < 1e-13);
+    CHECK(max_rel_diff(col.weight().grad, tpar::take_rows(full->weight().grad, r)) < 1e-13);
     if (bias) CHECK(max_rel_diff(col.bias().grad, full->bias().grad.slice(r.begin, r.end)) < 1e-13);
   }
 }
@@ -109,8 +109,8 @@ TEST_CASE("task3: column-parallel Linear keeps one context per forward (two forw
           "their backwards)", "[11_tensor_parallel][task3][points:2]") {
   dist::ProcessGroup& g = world_group();
   auto full = f64_linear(4, 5, true, 21);
-  l11::ColumnParallelLinear col(*full, g);
-  const l11::ShardRange r = col.output_range();
+  tpar::ColumnParallelLinear col(*full, g);
+  const tpar::ShardRange r = col.output_range();
   const Tensor x1 = random_tensor({3, 4}, 22), x2 = random_tensor({2, 4}, 23);
   const Tensor dy1 = random_tensor({3, 5}, 24), dy2 = random_tensor({2, 5}, 25);
   full->forward(x1);
@@ -118,9 +118,9 @@ TEST_CASE("task3: column-parallel Linear keeps one context per forward (two forw
   const Tensor dx2_full = full->backward(dy2), dx1_full = full->backward(dy1);
   col.forward(x1);
   col.forward(x2);
-  CHECK(max_rel_diff(col.backward(l11::take_columns(dy2, r)), dx2_full) < 1e-13);
-  CHECK(max_rel_diff(col.backward(l11::take_columns(dy1, r)), dx1_full) < 1e-13);
-  CHECK(max_rel_diff(col.weight().grad, l11::take_rows(full->weight().grad, r)) < 1e-13);
+  CHECK(max_rel_diff(col.backward(tpar::take_columns(dy2, r)), dx2_full) < 1e-13);
+  CHECK(max_rel_diff(col.backward(tpar::take_columns(dy1, r)), dx1_full) < 1e-13);
+  CHECK(max_rel_diff(col.weight().grad, tpar::take_rows(full->weight().grad, r)) < 1e-13);
 }
 
 // ---- task 4: the row-parallel Linear and the Megatron MLP --------------------------------------------
@@ -131,8 +131,8 @@ TEST_CASE("task4: row-parallel Linear: the whole output with the bias once, this
   for (bool bias : {true, false}) {
     INFO("bias " << bias);
     auto full = f64_linear(7, 5, bias, 31);  // 7 inputs split unevenly
-    l11::RowParallelLinear row(*full, g);
-    const l11::ShardRange r = l11::shard_range(7, g.size(), g.rank());
+    tpar::RowParallelLinear row(*full, g);
+    const tpar::ShardRange r = tpar::shard_range(7, g.size(), g.rank());
     CHECK(row.input_range() == r);
     CHECK(row.weight().value.shape() == Shape{5, r.size()});
     CHECK(row.has_replicated_bias() == bias);
@@ -141,11 +141,11 @@ TEST_CASE("task4: row-parallel Linear: the whole output with the bias once, this
     const Tensor y_full = full->forward(x);
     const Tensor dx_full = full->backward(dy);
     Tensor y, dx;
-    CHECK(collectives_during(g, [&] { y = row.forward(l11::take_columns(x, r)); }) == 1);
+    CHECK(collectives_during(g, [&] { y = row.forward(tpar::take_columns(x, r)); }) == 1);
     CHECK(max_rel_diff(y, y_full) < 1e-13);
     CHECK(collectives_during(g, [&] { dx = row.backward(dy); }) == 0);
-    CHECK(max_rel_diff(dx, l11::take_columns(dx_full, r)) < 1e-13);
-    CHECK(max_rel_diff(row.weight().grad, l11::take_columns(full->weight().grad, r)) < 1e-13);
+    CHECK(max_rel_diff(dx, tpar::take_columns(dx_full, r)) < 1e-13);
+    CHECK(max_rel_diff(row.weight().grad, tpar::take_columns(full->weight().grad, r)) < 1e-13);
     if (bias) CHECK(max_rel_diff(row.replicated_bias().grad, full->bias().grad) < 1e-13);
   }
 }
@@ -154,8 +154,8 @@ TEST_CASE("task4: the Megatron MLP: logits, loss and every gradient equal the un
           "one all-reduce forward and one backward per block", "[11_tensor_parallel][task4][points:5]") {
   dist::ProcessGroup& g = world_group();
   auto full = two_block_model(41);
-  auto tp = l11::tensor_parallelize(*full, g);
-  REQUIRE(l11::count_mlp_blocks(*tp) == 2);
+  auto tp = tpar::tensor_parallelize(*full, g);
+  REQUIRE(tpar::count_mlp_blocks(*tp) == 2);
   const Tensor x = random_tensor({6, 5}, 42), labels = random_labels(6, 4, 43);
   for (int step = 0; step < 2; ++step) {  // the second step after an SGD update of both
     INFO("step " << step);
@@ -175,7 +175,7 @@ TEST_CASE("task4: the Megatron MLP: logits, loss and every gradient equal the un
       for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
   }
   // The shards hold the formula's parameter count.
-  CHECK(tp->num_parameters() == l11::parameters_per_rank(*full, g.size(), g.rank()));
+  CHECK(tp->num_parameters() == tpar::parameters_per_rank(*full, g.size(), g.rank()));
 }
 
 TEST_CASE("task4: DP x TP: every grid of the world (tp x dp ranks) gives the full batch's "
@@ -202,7 +202,7 @@ TEST_CASE("task4: DP x TP: every grid of the world (tp x dp ranks) gives the ful
     ref_loss.forward(reference->forward(x), labels);
     reference->backward(ref_loss.backward());
 
-    auto model = l11::tensor_parallelize(*full, *tp_group);
+    auto model = tpar::tensor_parallelize(*full, *tp_group);
     parallel::DistributedDataParallel ddp(model, *dp_group);
     // Data parallel ranks read different rows; the ranks of a tp group read the same ones.
     const std::int64_t rows = batch / dp, first = (me / tp) * rows;

@@ -15,12 +15,12 @@
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
 namespace tp_test {
 
 using namespace mgpu;
-namespace l11 = mgpu::lesson11;
+namespace tpar = mgpu::parallel::tp;  // tensor parallelism: lesson 11 writes its layers
 
 /// Options for the tests' groups: quiet, and a stuck collective fails in a minute.
 inline dist::GroupOptions quiet() {
@@ -119,12 +119,12 @@ std::int64_t collectives_during(dist::ProcessGroup& group, F&& body) {
 /// whole tensor for a replicated layer: rows of a column-parallel layer's weight and bias,
 /// columns of a row-parallel layer's weight.
 inline Tensor my_part(nn::Module& parallel_layer, const std::string& local_name, const Tensor& full) {
-  if (auto* col = dynamic_cast<l11::ColumnParallelLinear*>(&parallel_layer)) {
-    const l11::ShardRange r = col->output_range();  // rows of the weight, entries of the bias
+  if (auto* col = dynamic_cast<tpar::ColumnParallelLinear*>(&parallel_layer)) {
+    const tpar::ShardRange r = col->output_range();  // rows of the weight, entries of the bias
     return full.slice(r.begin, r.end).clone();
   }
-  if (auto* row = dynamic_cast<l11::RowParallelLinear*>(&parallel_layer))
-    if (local_name == "weight") return l11::take_columns(full, row->input_range());
+  if (auto* row = dynamic_cast<tpar::RowParallelLinear*>(&parallel_layer))
+    if (local_name == "weight") return tpar::take_columns(full, row->input_range());
   return full;
 }
 

@@ -1,7 +1,9 @@
 /// @file tensor_parallel.h
-/// @brief Lesson 11's contract: tensor parallelism, as in "Megatron-LM: Training
-/// Multi-Billion Parameter Language Models Using Model Parallelism" (Shoeybi et al., 2019).
-/// The graded tests compile against exactly these declarations.
+/// @brief Tensor parallelism, as in "Megatron-LM: Training Multi-Billion Parameter Language
+/// Models Using Model Parallelism" (Shoeybi et al., 2019). Lesson 11 defines the functions of
+/// tasks 1-4 (lessons/11_tensor_parallel/: shard.cpp, conjugate.cpp, column_parallel.cpp,
+/// row_parallel.cpp); the library compiles their reference (solutions/11_tensor_parallel/).
+/// The Megatron MLP built from them is the library's (common/src/parallel/tp/parallel_mlp.cpp).
 ///
 /// P ranks of a tensor-parallel group share every layer instead of each holding a copy:
 ///
@@ -36,7 +38,7 @@
 #include "mgpu/nn/module.h"
 #include "mgpu/tensor.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 
 // ---- Task 1: who holds what (shard.cpp) -------------------------------------------------------
 
@@ -191,7 +193,7 @@ class RowParallelLinear : public nn::Linear {
   std::size_t bias_ = 0;
 };
 
-// ---- Given: the Megatron MLP and whole models (parallel_mlp.cpp) --------------------------------
+// ---- The Megatron MLP and whole models (common/src/parallel/tp/parallel_mlp.cpp) ---------------
 
 /// Rows [r.begin, r.end) of a 2-D tensor, copied (same device and dtype).
 Tensor take_rows(const Tensor& t, ShardRange r);
@@ -213,4 +215,4 @@ int count_mlp_blocks(nn::Sequential& model);
 /// out x in_r + out, every other layer all of its parameters.
 std::int64_t parameters_per_rank(nn::Sequential& full, int tp, int tp_rank);
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp

@@ -1,15 +1,15 @@
-// Given: cutting weights, and a whole model made tensor-parallel. Every Linear, ReLU,
-// Linear in a row becomes a Megatron MLP block: ColumnParallelLinear, ReLU,
-// RowParallelLinear. The block's input and output are whole on every rank; only the
+// Cutting weights, and a whole model made tensor-parallel from the layers lesson 11 writes.
+// Every Linear, ReLU, Linear in a row becomes a Megatron MLP block: ColumnParallelLinear,
+// ReLU, RowParallelLinear. The block's input and output are whole on every rank; only the
 // hidden activation between its two layers is split.
 #include <string>
 #include <typeinfo>
 
 #include "mgpu/copy.h"
 #include "mgpu/nn/activation.h"
-#include "tensor_parallel.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
 
-namespace mgpu::lesson11 {
+namespace mgpu::parallel::tp {
 namespace {
 
 bool is_plain(const std::shared_ptr<nn::Module>& m, const std::type_info& type) {
@@ -94,4 +94,4 @@ std::int64_t parameters_per_rank(nn::Sequential& full, int tp, int tp_rank) {
   return n;
 }
 
-}  // namespace mgpu::lesson11
+}  // namespace mgpu::parallel::tp
