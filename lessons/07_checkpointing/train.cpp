@@ -1,15 +1,15 @@
 // train: lesson 07's program. Lesson 05's DDP training (the library's DDP) with checkpoints
-// made by your pieces: capture_state and the writer every --save-every steps, the atomic
-// save on rank 0; at --resume, every rank reads the file with your reader and
-// restore_state puts it back. Kill it with kill -9 at any moment and resume: the run ends
+// made by your pieces: capture_training_state and the writer every --save-every steps, the
+// atomic save on rank 0; at --resume, every rank reads the file with your reader and
+// restore_training_state puts it back. Kill it with kill -9 at any moment and resume: the run ends
 // with the same weights and the same `final:` numbers as one never interrupted (CPU).
 //
 //   tools/mpirun -np 2 build/solutions/07_checkpointing/train --data synthetic
 //       --epochs 3 --train-samples 6000 --checkpoint-dir /tmp/run --save-every 25
 //   (one command line; kill -9 a rank mid-run, then the same command with --resume auto)
-#include "checkpoint_lesson.h"
 #include "mgpu/app/app.h"
 #include "mgpu/dist/dist.h"
+#include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
@@ -17,8 +17,6 @@
 namespace {
 
 using namespace mgpu;
-namespace l07 = mgpu::lesson07;
-
 int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   // Step 0) one process per device, as in lesson 05.
   const app::Ranks ranks = app::init_ranks(opt);
@@ -41,21 +39,16 @@ int train(const app::Options& opt, const app::CheckpointFlags& ck) {
   app::TracedOptimizer traced_optimizer(optimizer, run.trace(), ranks.device);
   dist::log0(app::model_line(opt.model, model->num_parameters()));
 
-  // Step 2) checkpoints made by your pieces: capture_state, your writer and the atomic save
-  // on rank 0; at --resume every rank reads the file with your reader and restore_state
-  // puts model, optimizer and random streams back; the data continues where it stopped.
+  // Step 2) checkpoints made by your pieces: capture_training_state; io::save_checkpoint
+  // with your writer and your atomic save on rank 0; at --resume every rank reads the file
+  // with your reader and restore_training_state puts model, optimizer and random streams
+  // back; the data continues where it stopped.
   app::CheckpointHooks hooks;
-  hooks.capture = [&](const io::TrainingProgress& p) { return l07::capture_state(*model, optimizer, p); };
-  hooks.save = [](dist::ProcessGroup& group, const std::string& dir, const io::TrainingState& state,
-                  int keep_last) {
-    return l07::save_on_rank0(group, dir, state.progress.global_step, [&] {
-      const io::SafetensorsFile f = io::to_checkpoint_file(state);
-      return l07::serialize_safetensors(f.tensors, f.metadata);
-    }, keep_last);
+  hooks.capture = [&](const io::TrainingProgress& p) {
+    return io::capture_training_state(*model, optimizer, p);
   };
-  hooks.parse = l07::parse_safetensors;
-  hooks.restore = [&](const io::TrainingState& st, const std::string&) {
-    return l07::restore_state(st, *model, optimizer);
+  hooks.restore = [&](const io::TrainingState& st, const std::string& path) {
+    return io::restore_training_state(st, *model, optimizer, path);
   };
   // DDP's rebuilt buckets travel in the checkpoint too (extra.ddp, the library's addition):
   // on 3 or more ranks they decide the order the all-reduce sums in.

@@ -1,4 +1,6 @@
-// Lesson 07, task 3: the atomic save of a checkpoint, and the collective around it.
+// Lesson 07, task 3: the atomic save of a checkpoint, and the collective around it
+// (io::atomic_replace and io::fsync_directory, declared in mgpu/io/atomic_file.h;
+// io::commit_checkpoint and io::save_on_rank0, in mgpu/io/checkpoint.h).
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -7,9 +9,10 @@
 #include <cstring>
 #include <filesystem>
 
-#include "checkpoint_lesson.h"
+#include "mgpu/io/atomic_file.h"
+#include "mgpu/io/checkpoint.h"
 
-namespace mgpu::lesson07 {
+namespace mgpu::io {
 
 namespace {
 
@@ -18,8 +21,9 @@ namespace {
   return what + ": " + std::strerror(errno);
 }
 
-/// fsync of a folder: makes the entries created, renamed or removed in it durable.
-[[maybe_unused]] void fsync_folder(const std::string& dir) {
+}  // namespace
+
+void fsync_directory(const std::string& dir) {
   const int fd = ::open(dir.c_str(), O_RDONLY | O_DIRECTORY);
   MGPU_CHECK(fd >= 0, os_error("open " + dir));
   const bool ok = ::fsync(fd) == 0;
@@ -28,10 +32,7 @@ namespace {
   MGPU_CHECK(ok, error);
 }
 
-/// Writes `bytes` to dir/name so that the name holds the old content or the complete new
-/// content, never anything in between.
-[[maybe_unused]] void atomic_replace(const std::string& dir, const std::string& name,
-                                     const std::string& bytes) {
+void atomic_replace(const std::string& dir, const std::string& name, std::string_view bytes) {
   // TODO(task3) BEGIN: a temporary file in `dir` (its name starting with "."), write every
   // byte (write() may write less than asked), fsync, close, rename over dir/name, fsync
   // `dir`. On failure remove the temporary file and throw with os_error (about 20 lines).
@@ -64,23 +65,31 @@ namespace {
     MGPU_FAIL(e);
   }
   // ... and the rename, a change of the folder, is made durable with the folder.
-  fsync_folder(dir);
+  fsync_directory(dir);
   // TODO(task3) END
 }
-
-}  // namespace
 
 void commit_checkpoint(const std::string& dir, const std::string& name, const std::string& bytes,
                        int keep_last) {
   std::error_code ec;
-  std::filesystem::create_directories(dir, ec);
-  MGPU_CHECK(!ec, "cannot create the checkpoint folder ", dir, ": ", ec.message());
+  if (!std::filesystem::is_directory(dir, ec)) {
+    std::filesystem::create_directories(dir, ec);
+    MGPU_CHECK(!ec, "cannot create the checkpoint folder ", dir, ": ", ec.message());
+    fsync_directory(parent_directory(dir));  // the new folder's own entry
+  }
+  // Temporary files of an earlier save that was killed (".NAME.tmp.PID"): never complete,
+  // never named by `latest`.
+  for (const auto& e : std::filesystem::directory_iterator(dir, ec)) {
+    const std::string f = e.path().filename().string();
+    if (f.size() > 1 && f[0] == '.' && f.find(".tmp.") != std::string::npos)
+      std::filesystem::remove(e.path(), ec);
+  }
   // TODO(task3) BEGIN: the checkpoint, then `latest`, then the old checkpoints beyond
   // keep_last (never before `latest` names the new one) (about 8 lines).
   atomic_replace(dir, name, bytes);
   atomic_replace(dir, "latest", name + "\n");
   if (keep_last > 0) {
-    const std::vector<std::string> all = io::list_checkpoints(dir);  // oldest first
+    const std::vector<std::string> all = list_checkpoints(dir);  // oldest first
     for (std::size_t i = 0; i + static_cast<std::size_t>(keep_last) < all.size(); ++i)
       if (all[i] != name) std::filesystem::remove(dir + "/" + all[i], ec);
   }
@@ -89,7 +98,7 @@ void commit_checkpoint(const std::string& dir, const std::string& name, const st
 
 std::string save_on_rank0(dist::ProcessGroup& group, const std::string& dir, std::int64_t step,
                           const std::function<std::string()>& serialize, int keep_last) {
-  const std::string name = io::checkpoint_name(step);
+  const std::string name = checkpoint_name(step);
   std::string error;  // rank 0's, if its save failed
   // TODO(task3) BEGIN: rank 0 serializes and commits (catching its error); then every rank
   // all_reduces (max) a failure flag on group.device() and waits for it; if it is set,
@@ -111,4 +120,4 @@ std::string save_on_rank0(dist::ProcessGroup& group, const std::string& dir, std
   return dir + "/" + name;
 }
 
-}  // namespace mgpu::lesson07
+}  // namespace mgpu::io

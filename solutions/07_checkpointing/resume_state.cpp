@@ -1,13 +1,14 @@
-// Lesson 07, task 4: what a bit-identical resume needs, captured and put back.
+// Lesson 07, task 4: what a bit-identical resume needs, captured and put back
+// (io::capture_training_state and its kin, declared in mgpu/io/checkpoint.h).
 #include <unordered_map>
 #include <utility>
 #include <vector>
 
-#include "checkpoint_lesson.h"
+#include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/dropout.h"
 #include "mgpu/nn/init.h"
 
-namespace mgpu::lesson07 {
+namespace mgpu::io {
 
 namespace {
 
@@ -47,16 +48,44 @@ std::vector<std::pair<std::string, std::string>> optimizer_and_model_names(
 
 }  // namespace
 
-io::TrainingState capture_state(nn::Module& model, const optim::Optimizer& optimizer,
-                                const io::TrainingProgress& progress) {
-  io::TrainingState s;
+RngState capture_rng_state(nn::Module& model) {
+  RngState rng;
   std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
   find_dropouts(model, "", dropouts);
+  // TODO(task4) BEGIN: the seed sequence (nn::seed_sequence_state) and each Dropout's seed
+  // and calls(), by its path (about 4 lines).
+  const nn::SeedSequenceState seq = nn::seed_sequence_state();
+  rng.init_base = seq.base;
+  rng.init_drawn = seq.drawn;
+  for (const auto& [path, d] : dropouts) rng.dropout[path] = {d->seed(), d->calls()};
+  // TODO(task4) END
+  return rng;
+}
+
+void restore_rng_state(nn::Module& model, const RngState& rng) {
+  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
+  find_dropouts(model, "", dropouts);
+  // TODO(task4) BEGIN: every Dropout's calls (its path must be saved, with its seed), then
+  // the seed sequence (about 10 lines).
+  MGPU_CHECK(dropouts.size() == rng.dropout.size(), "checkpoint: ", rng.dropout.size(),
+             " Dropout streams saved, the model has ", dropouts.size());
+  for (const auto& [path, d] : dropouts) {
+    auto it = rng.dropout.find(path);
+    MGPU_CHECK(it != rng.dropout.end() && it->second.first == d->seed(),
+               "checkpoint: no saved stream for Dropout '", path, "' with seed ", d->seed());
+    d->set_calls(it->second.second);
+  }
+  nn::set_seed_sequence_state({rng.init_base, rng.init_drawn});
+  // TODO(task4) END
+}
+
+TrainingState capture_training_state(nn::Module& model, const optim::Optimizer& optimizer,
+                                     const TrainingProgress& progress) {
+  TrainingState s;
   const auto names = optimizer_and_model_names(model, optimizer);
   // TODO(task4) BEGIN: fill s.model, s.optimizer (under the model's names), s.progress
-  // (with the optimizer's lr) and s.rng (the seed sequence, each Dropout's seed and calls)
-  // (about 15 lines).
-  s.model = io::module_state_dict(model);
+  // (with the optimizer's lr) and s.rng (capture_rng_state) (about 12 lines).
+  s.model = module_state_dict(model);
   for (const auto& [key, t] : optimizer.state())
     for (const auto& [opt_name, model_name] : names) {
       const std::string renamed = rename_state(key, opt_name, model_name);
@@ -64,23 +93,18 @@ io::TrainingState capture_state(nn::Module& model, const optim::Optimizer& optim
     }
   s.progress = progress;
   s.progress.lr = optimizer.lr();
-  const nn::SeedSequenceState seq = nn::seed_sequence_state();
-  s.rng.init_base = seq.base;
-  s.rng.init_drawn = seq.drawn;
-  for (const auto& [path, d] : dropouts) s.rng.dropout[path] = {d->seed(), d->calls()};
+  s.rng = capture_rng_state(model);
   // TODO(task4) END
   return s;
 }
 
-io::TrainingProgress restore_state(const io::TrainingState& state, nn::Module& model,
-                                   optim::Optimizer& optimizer) {
-  std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
-  find_dropouts(model, "", dropouts);
+TrainingProgress restore_training_state(const TrainingState& state, nn::Module& model,
+                                        optim::Optimizer& optimizer, const std::string& source) {
   const auto names = optimizer_and_model_names(model, optimizer);
   // TODO(task4) BEGIN: load the model strictly, the optimizer's state under its own names
-  // and its lr, every Dropout's calls (check its seed), the seed sequence; return the
-  // progress (about 20 lines).
-  io::load_module_state_dict(model, state.model, /*strict=*/true, "checkpoint");
+  // and its lr, the random streams (restore_rng_state); return the progress (about 18
+  // lines).
+  load_module_state_dict(model, state.model, /*strict=*/true, source);
   std::map<std::string, Tensor> opt_state;
   for (const auto& [key, t] : state.optimizer) {
     bool placed = false;
@@ -91,21 +115,13 @@ io::TrainingProgress restore_state(const io::TrainingState& state, nn::Module& m
         placed = true;
       }
     }
-    MGPU_CHECK(placed, "checkpoint: optimizer state '", key, "' belongs to no parameter");
+    MGPU_CHECK(placed, source, ": optimizer state '", key, "' belongs to no parameter");
   }
   optimizer.load_state(opt_state);
   optimizer.set_lr(state.progress.lr);
-  MGPU_CHECK(dropouts.size() == state.rng.dropout.size(), "checkpoint: ", state.rng.dropout.size(),
-             " Dropout streams saved, the model has ", dropouts.size());
-  for (const auto& [path, d] : dropouts) {
-    auto it = state.rng.dropout.find(path);
-    MGPU_CHECK(it != state.rng.dropout.end() && it->second.first == d->seed(),
-               "checkpoint: no saved stream for Dropout '", path, "' with seed ", d->seed());
-    d->set_calls(it->second.second);
-  }
-  nn::set_seed_sequence_state({state.rng.init_base, state.rng.init_drawn});
+  restore_rng_state(model, state.rng);
   return state.progress;
   // TODO(task4) END
 }
 
-}  // namespace mgpu::lesson07
+}  // namespace mgpu::io

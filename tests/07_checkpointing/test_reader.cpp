@@ -1,15 +1,16 @@
-// Lesson 07, task 2: the safetensors reader refuses every malformed file, with its message.
+// Lesson 07, task 2: the safetensors reader (io::parse_safetensors_header, through
+// io::parse_safetensors) refuses every malformed file, with its message. The writer that
+// makes the good files is the reference's (task 1).
 #include <catch2/catch.hpp>
 
 #include "../common/io/io_test_util.h"
 #include "../common/io/malformed_cases.h"
-#include "checkpoint_lesson.h"
+#include "mgpu/io/safetensors.h"
 #include "mgpu/ops.h"
 
 using mgpu::DType;
 using mgpu::Tensor;
 namespace io = mgpu::io;
-namespace l07 = mgpu::lesson07;
 
 TEST_CASE("reader: reads what the reference writes, and the edge cases the format allows",
           "[07_checkpointing][task2][points:1]") {
@@ -19,7 +20,7 @@ TEST_CASE("reader: reads what the reference writes, and the edge cases the forma
   d["h"] = Tensor::from_vector<float>({0.5f, 2.0f}, {2}).to(DType::bf16);
   d["step"] = Tensor::full({}, 7.0, DType::i64);
   d["none"] = Tensor::zeros({3, 0}, DType::i32);
-  const io::SafetensorsFile back = l07::parse_safetensors(io::serialize_safetensors(d, {{"k", "v"}}), "a.safetensors");
+  const io::SafetensorsFile back = io::parse_safetensors(io::serialize_safetensors(d, {{"k", "v"}}), "a.safetensors");
   REQUIRE(back.tensors.size() == d.size());
   for (const auto& [name, t] : d) {
     INFO(name);
@@ -28,7 +29,7 @@ TEST_CASE("reader: reads what the reference writes, and the edge cases the forma
   CHECK(back.metadata == io::Metadata{{"k", "v"}});
   for (const auto& [bytes, count] : mgpu::testing::accepted_cases()) {
     INFO(Catch::Detail::stringify(bytes.substr(8)));
-    CHECK(l07::parse_safetensors(bytes, "ok.safetensors").tensors.size() == count);
+    CHECK(io::parse_safetensors(bytes, "ok.safetensors").tensors.size() == count);
   }
 }
 
@@ -38,7 +39,7 @@ TEST_CASE("reader: refuses every malformed file, naming the file, the tensor and
     INFO(c.what << ": must be refused by rule " << io::rule_name(c.rule)
                 << (c.tensor.empty() ? std::string() : ", naming tensor '" + c.tensor + "'"));
     try {
-      l07::parse_safetensors(c.bytes, "bad.safetensors");
+      io::parse_safetensors(c.bytes, "bad.safetensors");
       FAIL_CHECK("accepted");
     } catch (const io::SafetensorsError& e) {
       INFO("refused with: " << e.what());

@@ -1,5 +1,5 @@
-// Checkpoint folders: names, `latest`, the atomic commit of one save, and the collective
-// save (rank 0 writes, every rank waits) and load (every rank reads).
+// Checkpoint folders: names, `latest`, the save of a TrainingState and the collective load
+// (every rank reads). The atomic commit and the collective save are lesson 07's.
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -28,14 +28,6 @@ std::int64_t step_of(const std::string& name) {
       !std::all_of(digits.begin(), digits.end(), [](char c) { return c >= '0' && c <= '9'; }))
     return -1;
   return std::stoll(digits);
-}
-
-void make_directory(const std::string& dir) {
-  std::error_code ec;
-  if (fs::is_directory(dir, ec)) return;
-  fs::create_directories(dir, ec);
-  MGPU_CHECK(!ec, "cannot create the checkpoint folder ", dir, ": ", ec.message());
-  fsync_directory(parent_directory(dir));  // the new folder's own entry
 }
 
 // Every rank learns whether every rank succeeded; if one failed, all throw (the one that
@@ -100,48 +92,12 @@ std::string latest_checkpoint(const std::string& dir) {
   return path;
 }
 
-void commit_checkpoint(const std::string& dir, const std::string& name,
-                       const std::vector<std::string_view>& bytes, int keep_last) {
-  MGPU_CHECK(step_of(name) >= 0, "commit_checkpoint: '", name, "' is not step-N.safetensors");
-  make_directory(dir);
-  // Temporary files of an earlier save that was killed (".step-N.safetensors.tmp.PID"):
-  // never complete, never named by `latest`.
-  std::error_code ec;
-  for (const auto& e : fs::directory_iterator(dir, ec)) {
-    const std::string f = e.path().filename().string();
-    if (f.size() > 1 && f[0] == '.' && f.find(".tmp.") != std::string::npos) fs::remove(e.path(), ec);
-  }
-  // Step 1) the checkpoint, atomically: complete under its name, or absent.
-  atomic_write_file(dir + "/" + name, bytes);
-  // Step 2) `latest`, the same way: it names the new checkpoint only once that is durable.
-  atomic_write_file(dir + "/latest", name + "\n");
-  // Step 3) only now may older checkpoints go: `latest` no longer names any of them.
-  if (keep_last > 0) {
-    std::vector<std::string> all = list_checkpoints(dir);
-    const std::size_t keep = static_cast<std::size_t>(keep_last);
-    for (std::size_t i = 0; i + keep < all.size(); ++i)
-      if (all[i] != name) fs::remove(dir + "/" + all[i], ec);
-  }
-}
-
 std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
                             const TrainingState& state, int keep_last) {
-  const std::string name = checkpoint_name(state.progress.global_step);
-  std::string error;
-  if (group.rank() == 0) {
-    try {
-      const SafetensorsFile f = to_checkpoint_file(state);
-      std::string head;
-      std::vector<Tensor> keep;
-      commit_checkpoint(dir, name, safetensors_pieces(f.tensors, f.metadata, head, keep), keep_last);
-    } catch (const std::exception& e) {
-      error = std::string("saving checkpoint ") + dir + "/" + name + ": " + e.what();
-    }
-  }
-  // Every rank waits here until rank 0 has finished (the barrier of the protocol), and
-  // learns whether it succeeded.
-  agree(group, error, "saving checkpoint " + dir + "/" + name);
-  return dir + "/" + name;
+  return save_on_rank0(group, dir, state.progress.global_step, [&] {
+    const SafetensorsFile f = to_checkpoint_file(state);
+    return serialize_safetensors(f.tensors, f.metadata);
+  }, keep_last);
 }
 
 bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const Device& device,

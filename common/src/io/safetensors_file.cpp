@@ -1,4 +1,5 @@
-// safetensors files of tensors: serialize, parse, load from disk, save atomically.
+// safetensors files of tensors: parse, load from disk, save atomically. The writer
+// (serialize_safetensors) and the header's reader (parse_safetensors_header) are lesson 07's.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,51 +23,6 @@ void check_little_endian() {
   MGPU_CHECK(first == 1, "safetensors: this machine is big-endian; the format is little-endian");
 }
 
-// The layout of a file: entries in data order, each tensor's bytes on the host.
-struct Layout {
-  std::vector<TensorEntry> entries;
-  std::vector<Tensor> host;  // host[i] holds entries[i]'s bytes
-  std::string header;        // padded JSON
-};
-
-Layout plan(const TensorDict& tensors, const Metadata& metadata) {
-  check_little_endian();
-  std::vector<std::pair<std::string, Tensor>> order(tensors.begin(), tensors.end());
-  for (const auto& [name, t] : order)
-    MGPU_CHECK(t.defined(), "safetensors: tensor '", name, "' is undefined");
-  // The reference writer's order: dtype rank, largest first, then name (bytewise).
-  std::stable_sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
-    const int ra = safetensors_dtype_rank(a.second.dtype());
-    const int rb = safetensors_dtype_rank(b.second.dtype());
-    return ra != rb ? ra > rb : a.first < b.first;
-  });
-  Layout out;
-  std::uint64_t offset = 0;
-  for (auto& [name, t] : order) {
-    TensorEntry e;
-    e.name = name;
-    e.dtype = t.dtype();
-    e.shape = t.shape();
-    e.begin = offset;
-    e.end = offset + t.nbytes();
-    offset = e.end;
-    out.entries.push_back(std::move(e));
-    out.host.push_back(t.to(Device::cpu()));  // no copy for a host tensor
-  }
-  out.header = encode_safetensors_header(out.entries, metadata);
-  return out;
-}
-
-std::string length_bytes(std::uint64_t n) {
-  std::string out(8, '\0');
-  for (int i = 0; i < 8; ++i) out[static_cast<std::size_t>(i)] = static_cast<char>((n >> (8 * i)) & 0xFF);
-  return out;
-}
-
-std::string_view bytes_of(const Tensor& host) {
-  return {static_cast<const char*>(host.raw_data()), host.nbytes()};
-}
-
 // A host tensor for an entry, filled by `fill(destination, byte count)`, then moved to `device`.
 template <typename Fill>
 Tensor make_tensor(const TensorEntry& e, const Device& device, Fill&& fill) {
@@ -76,24 +32,6 @@ Tensor make_tensor(const TensorEntry& e, const Device& device, Fill&& fill) {
 }
 
 }  // namespace
-
-std::vector<std::string_view> safetensors_pieces(const TensorDict& tensors, const Metadata& metadata,
-                                                 std::string& head, std::vector<Tensor>& keep) {
-  Layout l = plan(tensors, metadata);
-  head = length_bytes(l.header.size()) + l.header;
-  keep = std::move(l.host);
-  std::vector<std::string_view> pieces{head};
-  for (const Tensor& h : keep) pieces.push_back(bytes_of(h));
-  return pieces;
-}
-
-std::string serialize_safetensors(const TensorDict& tensors, const Metadata& metadata) {
-  std::string head;
-  std::vector<Tensor> keep;
-  std::string out;
-  for (std::string_view piece : safetensors_pieces(tensors, metadata, head, keep)) out += piece;
-  return out;
-}
 
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& file,
                                   const Device& device) {
@@ -158,9 +96,9 @@ SafetensorsFile load_safetensors(const std::string& path, const Device& device) 
 
 void save_safetensors(const std::string& path, const TensorDict& tensors,
                       const Metadata& metadata) {
-  std::string head;
-  std::vector<Tensor> keep;
-  atomic_write_file(path, safetensors_pieces(tensors, metadata, head, keep));
+  check_little_endian();
+  atomic_replace(parent_directory(path), path.substr(path.find_last_of('/') + 1),
+                 serialize_safetensors(tensors, metadata));
 }
 
 }  // namespace mgpu::io

@@ -46,7 +46,7 @@ std::string bytes_of_step(int step) {  // a ~1 MB checkpoint whose content depen
 
 void library_commit(const std::string& dir, const std::string& name, const std::string& bytes,
                     int keep_last) {
-  io::commit_checkpoint(dir, name, {bytes}, keep_last);
+  io::commit_checkpoint(dir, name, bytes, keep_last);
 }
 
 }  // namespace

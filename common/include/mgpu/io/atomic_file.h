@@ -6,20 +6,22 @@
 /// rename within one file system replaces the name in one step), then fsync the folder (the
 /// rename itself is on disk). A process killed at any instant leaves at worst a stray
 /// temporary file; a machine that loses power after the folder's fsync keeps the new file.
+///
+/// atomic_replace and fsync_directory are lesson 07's (task 3, atomic_save.cpp): declared
+/// here, defined in the lesson's exercise file; the library is built with its reference
+/// (solutions/07_checkpointing/).
 #pragma once
 
 #include <string>
 #include <string_view>
-#include <vector>
 
 namespace mgpu::io {
 
-/// Writes the concatenation of `pieces` to `path` with the protocol above. Throws
-/// mgpu::Error naming the path, the step and the system's reason (disk full, no permission,
-/// no such folder); on failure the temporary file is removed and `path` is untouched.
-void atomic_write_file(const std::string& path, const std::vector<std::string_view>& pieces);
-/// The same for one piece.
-void atomic_write_file(const std::string& path, std::string_view bytes);
+/// Writes `bytes` to dir/name with the protocol above, through the temporary file
+/// dir/.NAME.tmp.PID. Throws mgpu::Error naming the file, the step and the system's reason
+/// (disk full, no permission, no such folder); on failure the temporary file is removed and
+/// dir/name is untouched.
+void atomic_replace(const std::string& dir, const std::string& name, std::string_view bytes);
 /// fsync of a folder: makes the creation, renaming and removal of its entries durable.
 void fsync_directory(const std::string& dir);
 /// The folder part of a path ("." when there is none).

@@ -20,6 +20,11 @@
 ///
 /// In a folder, checkpoints are `step-<global step, 8 digits>.safetensors`, and the file
 /// `latest` holds the name of the newest complete one (as DeepSpeed's `latest` file does).
+///
+/// Capturing and restoring a run (task 4) and the atomic, collective save (task 3) are
+/// lesson 07's: declared here, defined in the lesson's exercise files; the library is built
+/// with their reference (solutions/07_checkpointing/). The file layout, the folder's names
+/// and the collective load are the library's own.
 #pragma once
 
 #include <cstdint>
@@ -73,24 +78,31 @@ struct TrainingState {
   Metadata metadata;                        ///< free text (never needed to resume)
 };
 
-/// The RNG streams of `model` (its Dropout layers) and of the initialisation sequence.
+// ---- Lesson 07's task 4 (resume_state.cpp): what a bit-identical resume needs ----------
+
+/// The RNG streams of `model` (its Dropout layers, by dotted path: "3", "features.2") and of
+/// the initialisation sequence (nn::seed_sequence_state).
 RngState capture_rng_state(nn::Module& model);
 /// Puts them back: the model's Dropout layers must be those of the capture (same paths,
-/// same seeds), or it throws naming the first difference.
+/// same seeds), or it throws; then every Dropout's calls() and the seed sequence.
 void restore_rng_state(nn::Module& model, const RngState& rng);
 
 /// The state of a run: `model` unwrapped (pass ddp.module(), not the wrapper: see
 /// strip_prefix), `optimizer` over its parameters (possibly through a wrapper: its state is
-/// renamed to the model's names by parameter identity), `progress` from the training loop.
+/// renamed to the model's names by parameter identity, the same nn::Parameter*),
+/// `progress` from the training loop, with lr set to the optimizer's learning rate.
 /// The tensors are the live ones (no copies): save before the next step changes them.
 TrainingState capture_training_state(nn::Module& model, const optim::Optimizer& optimizer,
                                      const TrainingProgress& progress);
-/// Loads `state` into the model (strictly: names, shapes, dtypes), the optimizer (state
-/// and learning rate) and the RNG streams; returns the progress, from which the training
-/// loop resumes. `source` names the checkpoint in messages.
+/// Loads `state` into a freshly built model (strictly: names, shapes, dtypes,
+/// load_module_state_dict), the optimizer (its state under its own names, and its learning
+/// rate) and the RNG streams (restore_rng_state); returns the progress, from which the
+/// training loop resumes. `source` names the checkpoint in messages.
 TrainingProgress restore_training_state(const TrainingState& state, nn::Module& model,
                                         optim::Optimizer& optimizer,
                                         const std::string& source = "checkpoint");
+
+// ---- the library's: the file layout, the folder, the collective load -------------------
 
 /// The checkpoint file's tensors and metadata for `state` (the layout above).
 SafetensorsFile to_checkpoint_file(const TrainingState& state);
@@ -106,18 +118,31 @@ std::vector<std::string> list_checkpoints(const std::string& dir);
 /// Throws when `latest` names a file that is missing.
 std::string latest_checkpoint(const std::string& dir);
 
-/// The file protocol of one save, on one process: writes `bytes` to dir/name atomically
-/// (temporary file, fsync, rename, fsync of the folder), then points dir/latest at it the
-/// same way, then deletes the oldest checkpoints so that `keep_last` remain (0: keep all;
-/// the one `latest` names is never deleted). A process killed at any instant leaves every
-/// complete checkpoint intact and `latest` naming a complete one. Creates `dir` if needed.
-void commit_checkpoint(const std::string& dir, const std::string& name,
-                       const std::vector<std::string_view>& bytes, int keep_last);
+// ---- Lesson 07's task 3 (atomic_save.cpp): the atomic save ------------------------------
 
-/// Saves `state` as dir/checkpoint_name(global_step) (collective: every rank calls it).
-/// Rank 0 alone writes (the ranks' states are identical in data parallelism), with
-/// commit_checkpoint; then every rank waits for it and learns whether it succeeded, so all
-/// ranks go on, or all throw. Returns the path written.
+/// One process saves checkpoint `name` (checkpoint_name) with content `bytes` into folder
+/// `dir` (created if missing) so that a process killed at any instant leaves every complete
+/// checkpoint intact and dir/latest naming a complete one: the checkpoint with
+/// atomic_replace, then dir/latest (its content `name` and a newline) the same way, then
+/// only, when keep_last > 0, the oldest checkpoints deleted so that keep_last remain (the
+/// new one never). Temporary files of an earlier save that was killed are removed first.
+/// Throws mgpu::Error naming the file and the system's reason when a step fails.
+void commit_checkpoint(const std::string& dir, const std::string& name, const std::string& bytes,
+                       int keep_last);
+
+/// The collective save: every rank calls it. Rank 0 alone calls `serialize()` and
+/// commit_checkpoint(dir, checkpoint_name(step), ..., keep_last); then all ranks take part
+/// in one all_reduce (max) of a failure flag on group.device(), which is also the barrier:
+/// no rank goes on before the checkpoint is complete, and if rank 0 failed, every rank
+/// throws (rank 0 with its own message). Returns dir + "/" + checkpoint_name(step).
+std::string save_on_rank0(dist::ProcessGroup& group, const std::string& dir, std::int64_t step,
+                          const std::function<std::string()>& serialize, int keep_last);
+
+/// Saves `state` as dir/checkpoint_name(global_step) (collective: every rank calls it):
+/// save_on_rank0 with the bytes of to_checkpoint_file(state) (serialize_safetensors).
+/// Rank 0 alone writes (the ranks' states are identical in data parallelism); every rank
+/// waits for it and learns whether it succeeded, so all ranks go on, or all throw. Returns
+/// the path written.
 std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
                             const TrainingState& state, int keep_last = 0);
 

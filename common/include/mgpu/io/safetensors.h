@@ -15,6 +15,10 @@
 /// first: I64, F64, F32, I32, BF16, F16) and then by name, compact JSON, `__metadata__`
 /// first. The reader trusts nothing in the file: every rule it checks has a name
 /// (SafetensorsRule), and a refusal names the file, the tensor and the rule.
+///
+/// The writer (serialize_safetensors) and the header's reader (parse_safetensors_header)
+/// are lesson 07's tasks 1 and 2: declared here, defined in the lesson's exercise files;
+/// the library is built with their reference (solutions/07_checkpointing/).
 #pragma once
 
 #include <cstdint>
@@ -114,30 +118,18 @@ struct SafetensorsHeader {
   std::uint64_t data_start() const { return 8 + header_bytes; }
 };
 
-/// The header of a file, padded with spaces to a multiple of 8 (without the 8-byte length).
-/// `tensors` must come in the order their data will follow, with contiguous data_offsets
-/// from 0; throws mgpu::Error for a name that is not UTF-8, the reserved name
-/// "__metadata__", or a header over kMaxHeaderBytes.
-std::string encode_safetensors_header(const std::vector<TensorEntry>& tensors,
-                                      const Metadata& metadata);
-
 /// Parses and validates a header. `head` holds the first bytes of a file of `file_size`
 /// bytes: at least the 8-byte length and the header (more is ignored). Checks every rule
 /// of SafetensorsRule, data layout included, and refuses with the first one broken.
-/// `file` names the file in messages.
+/// `file` names the file in messages. Lesson 07's task 2 (safetensors_reader.cpp).
 SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t file_size,
                                            const std::string& file);
 
 /// The whole file for `tensors` and `metadata` (no __metadata__ when it is empty): the same
-/// bytes as the reference implementation's writer.
+/// bytes as the reference implementation's writer. Throws mgpu::Error for a tensor name
+/// that is "__metadata__" or not UTF-8, and for metadata that is not UTF-8. Lesson 07's
+/// task 1 (safetensors_writer.cpp).
 std::string serialize_safetensors(const TensorDict& tensors, const Metadata& metadata = {});
-
-/// The bytes of a file for `tensors` and `metadata` as pieces to write one after another,
-/// without copying tensor data on the host: the 8-byte length and header (kept in `head`),
-/// then each tensor's bytes (a host tensor's own memory; other tensors are copied to the
-/// host and kept in `keep`). The pieces are valid while `head`, `keep` and the tensors live.
-std::vector<std::string_view> safetensors_pieces(const TensorDict& tensors, const Metadata& metadata,
-                                                 std::string& head, std::vector<Tensor>& keep);
 
 /// What a safetensors file holds.
 struct SafetensorsFile {
@@ -145,15 +137,16 @@ struct SafetensorsFile {
   Metadata metadata;   ///< __metadata__ (empty when absent)
 };
 
-/// Parses a whole file held in memory; tensors are placed on `device`. `file` names the
-/// bytes in messages.
+/// Parses a whole file held in memory (parse_safetensors_header, then each tensor's bytes);
+/// tensors are placed on `device`. `file` names the bytes in messages.
 SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& file,
                                   const Device& device = Device::cpu());
-/// Reads and validates `path`; tensors are placed on `device`. Reads the header first and
-/// then each tensor straight into its own buffer (memory use: the tensors, once).
+/// Reads and validates `path` (parse_safetensors_header); tensors are placed on `device`.
+/// Reads the header first and then each tensor straight into its own buffer (memory use:
+/// the tensors, once).
 SafetensorsFile load_safetensors(const std::string& path, const Device& device = Device::cpu());
-/// Writes `path` atomically (io/atomic_file.h): a crash leaves the old file or the new
-/// one, never a mix.
+/// Writes `path` atomically (serialize_safetensors, then io::atomic_replace): a crash
+/// leaves the old file or the new one, never a mix.
 void save_safetensors(const std::string& path, const TensorDict& tensors,
                       const Metadata& metadata = {});
 
