@@ -13,12 +13,12 @@
 #include <sstream>
 #include <string>
 
+#include "mgpu/amp/train_step.h"
 #include "mgpu/app/app.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
-#include "mixed_precision.h"
 #include "train_report.h"
 
 namespace {
@@ -30,8 +30,8 @@ namespace par = mgpu::parallel;
 int train(const app::Options& opt, const l08::AmpFlags& f) {
   // Step 0) one process per device, as in lesson 05; a CPU group for the reported sums.
   const app::Ranks ranks = app::init_ranks(opt);
-  const l08::Precision precision = l08::parse_precision(f.precision);
-  app::Run run(opt, std::string("lesson 08: mixed precision (") + l08::precision_name(precision) +
+  const amp::Precision precision = amp::parse_precision(f.precision);
+  app::Run run(opt, std::string("lesson 08: mixed precision (") + amp::precision_name(precision) +
                         ") on " + std::to_string(ranks.world) + " rank(s)", ranks);
 
   // Step 1) data: each rank its share of every epoch.
@@ -76,7 +76,7 @@ int train(const app::Options& opt, const l08::AmpFlags& f) {
     // Step 5) a batch, then your training step: autocast forward, fp32 loss, scaled
     // backward (DDP averages the gradients), unscale and check, step or skip, update.
     while (run.next_batch(batch)) {
-      const l08::StepResult r = l08::train_step(ddp, loss_fn, traced_optimizer, scaler,
+      const amp::StepResult r = amp::train_step(ddp, loss_fn, traced_optimizer, scaler,
                                                 batch.inputs, batch.labels, precision);
       ddp_trace.record();
       epoch_scale.step(r);

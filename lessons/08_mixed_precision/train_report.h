@@ -11,11 +11,11 @@
 #include <sstream>
 #include <string>
 
+#include "mgpu/amp/train_step.h"
 #include "mgpu/app/app.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/models.h"
-#include "mixed_precision.h"
 
 namespace mgpu::lesson08 {
 
@@ -46,16 +46,16 @@ inline void add_amp_flags(CLI::App& cli, AmpFlags& f) {
 }
 
 /// The scaler's options from the flags: on for fp16 unless --no-loss-scaling.
-inline amp::GradScalerOptions scaler_options(const AmpFlags& f, Precision precision) {
+inline amp::GradScalerOptions scaler_options(const AmpFlags& f, amp::Precision precision) {
   amp::GradScalerOptions so;
-  so.enabled = precision == Precision::fp16 && !f.no_loss_scaling;
+  so.enabled = precision == amp::Precision::fp16 && !f.no_loss_scaling;
   so.init_scale = f.init_scale;
   so.growth_interval = f.growth_interval;
   return so;
 }
 
 /// Rank 0's set-up line: the model, the GEMMs' dtype, the loss scaling.
-inline void print_setup(const app::Options& opt, nn::Module& model, Precision precision,
+inline void print_setup(const app::Options& opt, nn::Module& model, amp::Precision precision,
                         const amp::GradScalerOptions& so, int world) {
   std::ostringstream scaling;
   scaling << std::setprecision(10) << "loss scaling " << (so.enabled ? "on" : "off");
@@ -63,7 +63,7 @@ inline void print_setup(const app::Options& opt, nn::Module& model, Precision pr
     scaling << " (init_scale " << so.init_scale << ", growth_interval " << so.growth_interval
             << (world > 1 ? ", every rank skips together)" : ")");
   dist::log0(app::model_line(opt.model, model.num_parameters(), "fp32 parameters"), "; GEMMs in ",
-             precision_name(precision),
+             amp::precision_name(precision),
              "; ", scaling.str());
 }
 
@@ -126,7 +126,7 @@ class EpochScale {
  public:
   explicit EpochScale(const amp::GradScaler& scaler) : lowest_(scaler.get_scale()) {}
   /// After each step.
-  void step(const StepResult& r) {
+  void step(const amp::StepResult& r) {
     skipped_ += r.stepped ? 0 : 1;
     lowest_ = std::min(lowest_, r.scale);
   }

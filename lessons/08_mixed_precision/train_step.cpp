@@ -1,7 +1,9 @@
-// Lesson 08, task 4: one mixed-precision training step.
-#include "mixed_precision.h"
+// Lesson 08, task 4: one mixed-precision training step (amp::train_step, declared in
+// mgpu/amp/train_step.h).
+#include "mgpu/amp/all.h"
+#include "mgpu/amp/train_step.h"
 
-namespace mgpu::lesson08 {
+namespace mgpu::amp {
 
 Precision parse_precision(const std::string& name) {
   if (name == "fp32") return Precision::fp32;
@@ -20,10 +22,10 @@ const char* precision_name(Precision p) {
 }
 
 StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
-                      optim::Optimizer& optimizer, amp::GradScaler& scaler, const Tensor& x,
+                      optim::Optimizer& optimizer, GradScaler& scaler, const Tensor& x,
                       const Tensor& y, Precision precision) {
   StepResult result;
-  // TODO(task4) BEGIN: Steps 1-6 of mixed_precision.h. The forward alone runs inside
+  // TODO(task4) BEGIN: Steps 1-6 of mgpu/amp/train_step.h. The forward alone runs inside
   // { amp::Autocast region(DType::bf16 or DType::f16); logits = model.forward(x); } (no
   // region for fp32); the loss and everything after it outside. Fill result.loss
   // (loss.item()), result.stepped (what scaler.step returns), result.scale
@@ -37,4 +39,4 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
   return result;
 }
 
-}  // namespace mgpu::lesson08
+}  // namespace mgpu::amp

@@ -11,17 +11,16 @@
 #include <vector>
 
 #include "mgpu/amp/all.h"
+#include "mgpu/amp/train_step.h"
 #include "mgpu/data/dataset.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
-#include "mixed_precision.h"
 
 namespace mptest {
 
 using namespace mgpu;
-namespace l08 = mgpu::lesson08;
 
 const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
@@ -101,7 +100,7 @@ struct RunResult {
 /// `epochs` passes over 1024 training samples in batches of 32 with SGD(lr 0.05, momentum
 /// 0.9), each step made by `step` (your train_step or a reference).
 template <typename Step>
-RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, l08::Precision p,
+RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, amp::Precision p,
                           int epochs, Step&& step) {
   auto train = synthetic(data::Split::train, 1024);
   auto test = synthetic(data::Split::test, 512);
@@ -117,7 +116,7 @@ RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, l08::P
     for (std::int64_t b = 0; b < train->size(); b += 32, ++steps) {
       Tensor x, y;
       batch_of(*train, b, 32, x, y);
-      const l08::StepResult s = step(model, loss_fn, sgd, scaler, x, y, p);
+      const amp::StepResult s = step(model, loss_fn, sgd, scaler, x, y, p);
       sum += s.loss;
       r.skipped += s.stepped ? 0 : 1;
     }
@@ -129,16 +128,16 @@ RunResult train_small_mlp(nn::Sequential& model, amp::GradScaler& scaler, l08::P
 
 /// A training step made of the library's pieces alone (no scaler: bf16 and f32 need none;
 /// f16 is taken as bf16), for train_small_mlp: how a Linear of yours is trained.
-inline l08::StepResult reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
+inline amp::StepResult reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
                                       optim::Optimizer& opt, amp::GradScaler&, const Tensor& x,
-                                      const Tensor& y, l08::Precision p) {
+                                      const Tensor& y, amp::Precision p) {
   opt.zero_grad();
   Tensor logits;
   {
-    amp::Autocast region(DType::bf16, /*enabled=*/p != l08::Precision::fp32);
+    amp::Autocast region(DType::bf16, /*enabled=*/p != amp::Precision::fp32);
     logits = m.forward(x);
   }
-  l08::StepResult r;
+  amp::StepResult r;
   r.loss = loss.forward(logits, y).item();
   m.backward(loss.backward());
   opt.step();

@@ -148,8 +148,8 @@ TEST_CASE("task3: an MLP of your Linear trains under bf16 as it does in f32",
   amp::GradScalerOptions off;
   off.enabled = false;
   amp::GradScaler s1(off), s2(off);
-  const RunResult a = train_small_mlp(*bf16, s1, l08::Precision::bf16, 1, reference_step);
-  const RunResult b = train_small_mlp(*f32, s2, l08::Precision::fp32, 1, reference_step);
+  const RunResult a = train_small_mlp(*bf16, s1, amp::Precision::bf16, 1, reference_step);
+  const RunResult b = train_small_mlp(*f32, s2, amp::Precision::fp32, 1, reference_step);
   // bf16 keeps 8 bits of mantissa: one epoch ends within a few percent of f32's loss.
   CHECK(a.last_loss == Approx(b.last_loss).epsilon(0.05));
   CHECK(a.test_acc == Approx(b.test_acc).margin(0.05));

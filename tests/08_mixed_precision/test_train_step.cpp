@@ -25,7 +25,7 @@ TEST_CASE("task4: fp32 is a plain SGD step, bit for bit",
   Tensor x, y;
   batch_of(*synthetic(data::Split::train, 64), 0, 16, x, y);
   fill_(a->parameters()[0]->grad, 9.0);  // stale gradients: the step must zero them
-  const l08::StepResult r = l08::train_step(*a, la, sa, disabled(), x, y, l08::Precision::fp32);
+  const amp::StepResult r = amp::train_step(*a, la, sa, disabled(), x, y, amp::Precision::fp32);
   sb.zero_grad();
   const double loss = lb.forward(b->forward(x), y).item();
   b->backward(lb.backward());
@@ -45,7 +45,7 @@ TEST_CASE("task4: fp16: the forward in a region, the loss outside, the backward 
   nn::CrossEntropyLoss la, lb;
   Tensor x, y;
   batch_of(*synthetic(data::Split::train, 64), 0, 16, x, y);
-  const l08::StepResult r = l08::train_step(*a, la, sa, scaler, x, y, l08::Precision::fp16);
+  const amp::StepResult r = amp::train_step(*a, la, sa, scaler, x, y, amp::Precision::fp16);
   // The reference: the same six steps written out.
   sb.zero_grad();
   Tensor logits;
@@ -79,7 +79,7 @@ TEST_CASE("task4: an fp16 overflow skips the step, keeps the weights, halves the
   for (nn::Parameter* p : model->parameters()) before.push_back(p->value.to_vector<float>());
   // Inputs beyond fp16's 65504 become inf when the GEMM casts them: the step must not run.
   const Tensor huge = scale(x, 1e6);
-  const l08::StepResult r = l08::train_step(*model, loss, sgd, scaler, huge, y, l08::Precision::fp16);
+  const amp::StepResult r = amp::train_step(*model, loss, sgd, scaler, huge, y, amp::Precision::fp16);
   CHECK_FALSE(r.stepped);
   CHECK(r.scale == 32768.0);
   for (std::size_t i = 0; i < before.size(); ++i)
@@ -90,7 +90,7 @@ TEST_CASE("task4: an fp16 overflow skips the step, keeps the weights, halves the
     o.enabled = false;
     return o;
   }());
-  const l08::StepResult rb = l08::train_step(*model, loss, sgd, bf16_scaler, huge, y, l08::Precision::bf16);
+  const amp::StepResult rb = amp::train_step(*model, loss, sgd, bf16_scaler, huge, y, amp::Precision::bf16);
   CHECK(rb.stepped);
   CHECK(std::isfinite(rb.loss));
 }
@@ -101,9 +101,9 @@ TEST_CASE("task4: bf16 and fp16 with GradScaler train within 0.01 loss and 2 poi
   off.enabled = false;
   amp::GradScaler s32(off), s16bf(off), s16;
   auto m32 = small_mlp(nullptr), mbf = small_mlp(nullptr), m16 = small_mlp(nullptr);
-  const RunResult r32 = train_small_mlp(*m32, s32, l08::Precision::fp32, 2, l08::train_step);
-  const RunResult rbf = train_small_mlp(*mbf, s16bf, l08::Precision::bf16, 2, l08::train_step);
-  const RunResult r16 = train_small_mlp(*m16, s16, l08::Precision::fp16, 2, l08::train_step);
+  const RunResult r32 = train_small_mlp(*m32, s32, amp::Precision::fp32, 2, amp::train_step);
+  const RunResult rbf = train_small_mlp(*mbf, s16bf, amp::Precision::bf16, 2, amp::train_step);
+  const RunResult r16 = train_small_mlp(*m16, s16, amp::Precision::fp16, 2, amp::train_step);
   INFO("fp32: loss " << r32.last_loss << " acc " << r32.test_acc << "; bf16: loss "
        << rbf.last_loss << " acc " << rbf.test_acc << "; fp16: loss " << r16.last_loss
        << " acc " << r16.test_acc << " skipped " << r16.skipped);
@@ -118,21 +118,21 @@ TEST_CASE("task4: bf16 and fp16 with GradScaler train within 0.01 loss and 2 poi
 TEST_CASE("task4: on a GPU the fp16 and bf16 steps match the CPU's",
           "[08_mixed_precision][task4][points:1][gpu]") {
   const Device gpu = Device::cuda(0);
-  for (l08::Precision p : {l08::Precision::fp16, l08::Precision::bf16}) {
-    INFO(l08::precision_name(p));
+  for (amp::Precision p : {amp::Precision::fp16, amp::Precision::bf16}) {
+    INFO(amp::precision_name(p));
     auto cpu_model = small_mlp(nullptr);
     auto gpu_model = cpu_model->clone();
     gpu_model->to(gpu);
     optim::SGD sc(cpu_model->parameters(), {0.1}), sg(gpu_model->parameters(), {0.1});
     amp::GradScalerOptions o;
-    o.enabled = p == l08::Precision::fp16;
+    o.enabled = p == amp::Precision::fp16;
     amp::GradScaler scaler_cpu(o), scaler_gpu(o);
     nn::CrossEntropyLoss lc, lg;
     Tensor x, y;
     batch_of(*synthetic(data::Split::train, 64), 0, 32, x, y);
     for (int step = 0; step < 3; ++step) {
-      const auto rc = l08::train_step(*cpu_model, lc, sc, scaler_cpu, x, y, p);
-      const auto rg = l08::train_step(*gpu_model, lg, sg, scaler_gpu, x.to(gpu), y.to(gpu), p);
+      const auto rc = amp::train_step(*cpu_model, lc, sc, scaler_cpu, x, y, p);
+      const auto rg = amp::train_step(*gpu_model, lg, sg, scaler_gpu, x.to(gpu), y.to(gpu), p);
       CHECK(rg.stepped == rc.stepped);
       CHECK(rg.scale == rc.scale);
       CHECK(rg.loss == Approx(rc.loss).epsilon(1e-4));

@@ -1,37 +1,18 @@
-/// @file mixed_precision.h
-/// @brief Lesson 08's contract for task 4, the training step. Tasks 1-3 are functions the
-/// library declares and you define (the library itself is built with the reference,
-/// solutions/08_mixed_precision/):
-///
-///   task 1  amp::update_scale         the loss scale's state machine (PyTorch's
-///           (scale_update.cpp)        _amp_update_scale_), mgpu/amp/scaling.h
-///   task 2  amp::GradScaler::unscale_ the per-optimizer stages and their errors, the
-///           (unscale.cpp)             inverse scale, the inf/NaN check, and the skip
-///                                     decision agreed across ranks, mgpu/amp/grad_scaler.h
-///   task 3  nn::Linear::forward and   16-bit GEMMs, f32 accumulation and f32 gradients for
-///           backward                  the f32 weights, mgpu/nn/linear.h
-///           (linear_mixed_precision.cpp)
-///   task 4  train_step                one mixed-precision training step: autocast forward,
-///           (train_step.cpp)          fp32 loss, scaled backward, step, update
-///
-/// The library (mgpu/amp/) holds the rest: the Autocast region and its weight-cast cache,
-/// the mixed-precision GEMM (16-bit operands, f32 result), the fused check-and-unscale
-/// kernel, and amp::GradScaler's scale(), step() and update().
+/// @file train_step.h
+/// @brief One mixed-precision training step: autocast forward, fp32 loss, scaled backward,
+/// the scaler's step and update. Lesson 08's task 4 defines train_step (train_step.cpp);
+/// the library is built with its reference (solutions/08_mixed_precision/).
 #pragma once
 
-#include <cstdint>
-#include <memory>
 #include <string>
 
-#include "mgpu/amp/autocast.h"
 #include "mgpu/amp/grad_scaler.h"
-#include "mgpu/nn/module.h"
 #include "mgpu/nn/loss.h"
+#include "mgpu/nn/module.h"
 #include "mgpu/optim/optimizer.h"
+#include "mgpu/tensor.h"
 
-namespace mgpu::lesson08 {
-
-// ---- Task 4: the training step (train_step.cpp) -------------------------------------------
+namespace mgpu::amp {
 
 /// The three ways to train: fp32 everywhere; bf16 GEMMs (no loss scaling needed); fp16
 /// GEMMs (with a GradScaler, unless --no-loss-scaling shows what goes wrong without one).
@@ -59,7 +40,7 @@ struct StepResult {
 /// The scaler decides whether scaling happens: a disabled scaler (bf16, fp32, or fp16 with
 /// --no-loss-scaling) passes everything through.
 StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
-                      optim::Optimizer& optimizer, amp::GradScaler& scaler, const Tensor& x,
+                      optim::Optimizer& optimizer, GradScaler& scaler, const Tensor& x,
                       const Tensor& y, Precision precision);
 
-}  // namespace mgpu::lesson08
+}  // namespace mgpu::amp
