@@ -152,8 +152,8 @@ std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
 /// they read the same step. Returns false on every rank when `where` is a folder without a
 /// checkpoint yet, or does not exist and is not a file name (*.safetensors): nothing to
 /// resume, `state` untouched. A missing *.safetensors file is an error.
-/// `parse`, when given, reads the file's bytes instead of load_safetensors (a lesson's
-/// program passes the learner's reader).
+/// `parse`, when given, reads the file's bytes instead of load_safetensors (which reads
+/// through parse_safetensors_header, lesson 07's reader, already).
 bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const Device& device,
                      TrainingState& state, std::string* path = nullptr,
                      const std::function<SafetensorsFile(std::string_view, const std::string&)>&
