@@ -7,9 +7,9 @@
 // intervals into their union: two buckets in flight at once are one stretch of busy link.
 #include <algorithm>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
-namespace mgpu::lesson09 {
+namespace mgpu::perf {
 
 CommSplit split_communication(const std::vector<Interval>& buckets, Interval compute) {
   MGPU_CHECK(compute.end >= compute.begin, "split_communication: the compute window ends (",
@@ -29,4 +29,4 @@ CommSplit split_communication(const std::vector<Interval>& buckets, Interval com
   return split;
 }
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf

@@ -11,9 +11,9 @@
 // backward ends is exposed: the step waits for it.
 #include <algorithm>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
-namespace mgpu::lesson09 {
+namespace mgpu::perf {
 
 StepPrediction predict_step(const Workload& w, std::int64_t batch_per_rank, int ranks,
                             const AlphaBeta& link) {
@@ -40,4 +40,4 @@ StepPrediction predict_step(const Workload& w, std::int64_t batch_per_rank, int 
   return p;
 }
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf

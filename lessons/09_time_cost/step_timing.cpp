@@ -70,12 +70,12 @@ std::shared_ptr<nn::Module> ClockMarker::clone() const {
 // ---- Breakdown --------------------------------------------------------------------------
 namespace {
 
-std::vector<double> as_vector(const Phases& p) {
+std::vector<double> as_vector(const perf::Phases& p) {
   return {p.data_wait, p.h2d, p.forward, p.backward, p.exposed_comm, p.optimizer, p.other};
 }
 
-Phases from_vector(const double* v) {
-  Phases p;
+perf::Phases from_vector(const double* v) {
+  perf::Phases p;
   p.data_wait = v[0], p.h2d = v[1], p.forward = v[2], p.backward = v[3];
   p.exposed_comm = v[4], p.optimizer = v[5], p.other = v[6];
   return p;
@@ -84,7 +84,7 @@ Phases from_vector(const double* v) {
 const char* const kPhaseNames[] = {"data_wait", "h2d", "forward", "backward",
                                    "exposed_comm", "optimizer", "other"};
 
-nlohmann::json phases_ms(const Phases& p) {
+nlohmann::json phases_ms(const perf::Phases& p) {
   nlohmann::json j;
   const std::vector<double> v = as_vector(p);
   for (std::size_t i = 0; i < v.size(); ++i) j[kPhaseNames[i]] = 1e3 * v[i];
@@ -130,21 +130,21 @@ std::vector<StepSample> unpack(const std::vector<double>& v) {
 }  // namespace
 
 Breakdown::EpochMeans Breakdown::epoch_means(int epoch, dist::ProcessGroup& group) const {
-  std::vector<Phases> mine;
+  std::vector<perf::Phases> mine;
   for (const StepSample& s : samples_)
     if (s.epoch == epoch && s.step >= warmup_) mine.push_back(s.phases);
   // Every rank's mean, side by side: [rank][phase], summed (each rank fills its own row).
   const int world = group.size();
   std::vector<double> table(static_cast<std::size_t>(world) * 7, 0.0);
-  const std::vector<double> m = as_vector(mean_phases(mine));
+  const std::vector<double> m = as_vector(perf::mean_phases(mine));
   std::copy(m.begin(), m.end(), table.begin() + 7 * group.rank());
   Tensor t = Tensor::from_vector(table, {static_cast<std::int64_t>(table.size())});
   group.all_reduce(t).wait();
   table = t.to_vector<double>();
-  std::vector<Phases> ranks;
+  std::vector<perf::Phases> ranks;
   EpochMeans out;
   for (int r = 0; r < world; ++r) ranks.push_back(from_vector(&table[7 * r]));
-  out.mean = mean_phases(ranks);
+  out.mean = perf::mean_phases(ranks);
   std::vector<double> slowest(7, 0.0);
   for (int r = 0; r < world; ++r)
     for (int k = 0; k < 7; ++k) slowest[k] = std::max(slowest[k], table[7 * r + k]);

@@ -13,8 +13,8 @@
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/parallel/comm_timer.h"
+#include "mgpu/perf/time_cost.h"
 #include "mgpu/stream.h"
-#include "time_cost.h"
 
 namespace mgpu::lesson09 {
 
@@ -50,7 +50,7 @@ class PhaseClock {
   /// Seconds on app::now_s()'s clock at which `m` happened in the last finished step.
   double at(Mark m) const { return times_[static_cast<int>(m)]; }
   /// [at(a), at(b)].
-  Interval between(Mark a, Mark b) const { return {at(a), at(b)}; }
+  perf::Interval between(Mark a, Mark b) const { return {at(a), at(b)}; }
 
  private:
   Device device_;
@@ -85,7 +85,7 @@ struct StepSample {
   std::int64_t step = 0;          ///< in the run, 0-based
   std::int64_t batch = 0;         ///< samples on this rank
   bool synchronized = true;       ///< false under no_sync (no all-reduce this step)
-  Phases phases;                  ///< step_phases of its record (seconds)
+  perf::Phases phases;            ///< step_phases of its record (seconds)
   double backward_s = 0;          ///< backward's length, for the buckets' ready shares
   /// Each bucket's all-reduce: bytes, launch and completion relative to backward's start.
   std::vector<parallel::BucketTiming> buckets;
@@ -102,8 +102,8 @@ class Breakdown {
   /// The mean phases of epoch `epoch`'s measured steps, over every rank of `group` (a
   /// collective: every rank calls it), and the largest rank mean of each phase.
   struct EpochMeans {
-    Phases mean;              ///< mean over ranks of each rank's mean
-    Phases slowest;           ///< per phase, the largest rank mean
+    perf::Phases mean;        ///< mean over ranks of each rank's mean
+    perf::Phases slowest;     ///< per phase, the largest rank mean
     std::int64_t steps = 0;   ///< measured steps of this epoch (per rank)
   };
   EpochMeans epoch_means(int epoch, dist::ProcessGroup& group) const;

@@ -293,7 +293,7 @@ def sweep_scaling(args, runner):
     workload = os.path.join(args.out, "one_rank_steps.jsonl")
     with open(one_rank["steps_file"]) as src, open(workload, "w") as dst:
         dst.write(src.read())
-    whatif = os.path.join(args.build_dir, "solutions", "09_time_cost", "whatif")
+    what_if = os.path.join(args.build_dir, "solutions", "09_time_cost", "what_if")
     link = ["--allreduce", args.allreduce_csv, "--allreduce-ranks", "2"] if args.allreduce_csv else []
     if not link:
         print("\n(no --allreduce CSV: run lesson 04's bench_allreduce --csv at 2 ranks for the model)")
@@ -314,7 +314,7 @@ def sweep_scaling(args, runner):
         out = []
         for mode, extra in (("weak", ["--batch", "64"]), ("strong", ["--global-batch", "256"])):
             pred = os.path.join(args.out, f"scaling{tag}_{mode}.jsonl")
-            cmd = [whatif, "--workload", workload, "--measured", mpath, "--json", pred] + link \
+            cmd = [what_if, "--workload", workload, "--measured", mpath, "--json", pred] + link \
                 + extra + dev
             r = subprocess.run(cmd, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True)
             print(r.stdout)
@@ -339,7 +339,7 @@ def size_label(n):
 
 def plot_twohost_allreduce(args, res, alpha_beta_fitted):
     """The all-reduce measured across the link against the alpha-beta model of the link's
-    settings (alpha = the delay, beta = 8 / rate) and, where whatif fitted one, of the fit."""
+    settings (alpha = the delay, beta = 8 / rate) and, where what_if fitted one, of the fit."""
     rate, delay = res["rate_bps"], res["delay_s"]
     path = os.path.join(args.out, "twohost_allreduce.jsonl")
     with open(path, "w") as f:
@@ -375,7 +375,7 @@ def sweep_twohost(args, runner):
         return
     with open(result) as f:
         res = json.load(f)
-    # bench_allreduce's rows as its --csv would have them, for whatif's fit.
+    # bench_allreduce's rows as its --csv would have them, for what_if's fit.
     csv = os.path.join(args.out, "twohost_allreduce.csv")
     with open(csv, "w") as f:
         f.write("bytes,count,ring_us,ring_busbw_gbs,library_us,library_busbw_gbs,wrong\n")
@@ -409,7 +409,7 @@ def sweep_twohost(args, runner):
         print("(no one_rank_steps.jsonl: run `sweep.py scaling` first for the model's prediction)")
         plot_twohost_allreduce(args, res, None)
         return
-    whatif = os.path.join(args.build_dir, "solutions", "09_time_cost", "whatif")
+    what_if = os.path.join(args.build_dir, "solutions", "09_time_cost", "what_if")
     nominal = ["--alpha-us", str(res["delay_s"] * 1e6), "--beta-ns", str(8e9 / res["rate_bps"])]
     fitted = ["--allreduce", csv, "--allreduce-ranks", "2"]
     dev = []
@@ -424,7 +424,7 @@ def sweep_twohost(args, runner):
         for d in ([], dev) if dev else ([],):
             print(f"\nthe model with {name}" + (f", ranks sharing {d[1]} device(s)" if d else
                                                   ", a device per rank") + ":")
-            r = subprocess.run([whatif, "--workload", workload, "--ranks", "1,2", "--batch", "64",
+            r = subprocess.run([what_if, "--workload", workload, "--ranks", "1,2", "--batch", "64",
                                 "--measured", os.path.join(args.out, "twohost_measured.jsonl")]
                                + link + d, stdout=subprocess.PIPE, stderr=subprocess.STDOUT,
                                text=True)

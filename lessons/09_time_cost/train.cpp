@@ -21,8 +21,8 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/all.h"
+#include "mgpu/perf/time_cost.h"
 #include "step_timing.h"
-#include "time_cost.h"
 #include "train_report.h"
 
 namespace {
@@ -111,7 +111,7 @@ int train(const app::Options& opt, const l09::Flags& o) {
                                               epoch, micro, batch.labels.numel(), sync);
       if (have_phases) {
         try {
-          m.sample.phases = l09::step_phases(m.record);
+          m.sample.phases = perf::step_phases(m.record);
           breakdown.add(m.sample);
         } catch (const Error& e) {
           have_phases = false;

@@ -14,8 +14,8 @@
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/parallel/all.h"
+#include "mgpu/perf/time_cost.h"
 #include "step_timing.h"
-#include "time_cost.h"
 
 namespace mgpu::lesson09 {
 
@@ -115,8 +115,8 @@ inline void print_setup(const app::Options& opt, const Flags& o, nn::Module& mod
 /// One step as measured: the record your step_phases takes apart, and the sample the
 /// breakdown keeps (its phases still to fill).
 struct MeasuredStep {
-  StepRecord record;  ///< the marks' intervals and each bucket's all-reduce
-  StepSample sample;  ///< for the breakdown
+  perf::StepRecord record;  ///< the marks' intervals and each bucket's all-reduce
+  StepSample sample;        ///< for the breakdown
 };
 
 /// The step that just ended (clock.end_step() done): its intervals from the clock's marks,
@@ -127,7 +127,7 @@ inline MeasuredStep measure_step(const PhaseClock& clock, app::DdpStepTrace& ddp
                                  const parallel::StepTimeline& ddp_step, app::Trace& trace,
                                  int epoch, std::int64_t step, std::int64_t batch, bool sync) {
   MeasuredStep m;
-  StepRecord& r = m.record;
+  perf::StepRecord& r = m.record;
   r.step = {clock.at(Mark::step_begin), app::now_s()};
   r.data_wait = clock.between(Mark::step_begin, Mark::data_ready);
   r.h2d = clock.between(Mark::data_ready, Mark::on_device);
@@ -160,7 +160,7 @@ inline MeasuredStep measure_step(const PhaseClock& clock, app::DdpStepTrace& ddp
 
 /// The epoch's breakdown: the mean of every rank on the metrics line and in one line.
 inline void report_breakdown(const Breakdown::EpochMeans& m, app::Run& run, int world) {
-  const Phases& p = m.mean;
+  const perf::Phases& p = m.mean;
   const app::MetricFields fields = {
       {"data_wait_ms", 1e3 * p.data_wait}, {"h2d_ms", 1e3 * p.h2d},
       {"forward_ms", 1e3 * p.forward}, {"backward_ms", 1e3 * p.backward},

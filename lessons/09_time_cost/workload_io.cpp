@@ -7,6 +7,8 @@
 #include <fstream>
 #include <sstream>
 
+#include "collectives.h"  // lesson 04 (its reference): fit_alpha_beta
+
 namespace mgpu::lesson09 {
 
 using nlohmann::json;
@@ -37,7 +39,7 @@ std::vector<json> read_json_lines(const std::string& path) {
 
 }  // namespace
 
-Workload read_workload(const std::string& path, std::int64_t* batch) {
+perf::Workload read_workload(const std::string& path, std::int64_t* batch) {
   // The measured steps of the run (a one-rank run: rank 0 is all of it).
   std::vector<json> steps;
   for (const json& j : read_json_lines(path))
@@ -67,7 +69,7 @@ Workload read_workload(const std::string& path, std::int64_t* batch) {
       ready[k] += std::min(1.0, std::max(0.0, field(buckets[k], "ready", path).get<double>()));
   }
   const double n = static_cast<double>(steps.size()), per_sample = 1e-3 / static_cast<double>(b);
-  Workload w;
+  perf::Workload w;
   w.forward_s_per_sample = forward / n * per_sample;
   w.backward_s_per_sample = backward / n * per_sample;
   w.fixed_s = 1e-3 * fixed / n;
@@ -82,7 +84,7 @@ Workload read_workload(const std::string& path, std::int64_t* batch) {
   return w;
 }
 
-AlphaBeta fit_link_from_csv(const std::string& path, int ranks) {
+perf::AlphaBeta fit_link_from_csv(const std::string& path, int ranks) {
   std::ifstream in(path);
   MGPU_CHECK(in.good(), path, ": cannot read it");
   std::string header;
@@ -95,7 +97,8 @@ AlphaBeta fit_link_from_csv(const std::string& path, int ranks) {
     for (std::string c; std::getline(cells, c, ',');) v.push_back(std::atof(c.c_str()));
     if (v.size() >= 5 && v[4] > 0) timings.push_back({v[0], 1e-6 * v[4]});  // library_us
   }
-  return lesson04::fit_alpha_beta(timings, ranks);
+  const lesson04::AlphaBeta fit = lesson04::fit_alpha_beta(timings, ranks);
+  return {fit.alpha, fit.beta};
 }
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
@@ -132,7 +135,7 @@ HardwareTable read_hardware_table(const std::string& path) {
   t.step_floor_s = 1e-3 * dev.value("step_floor_ms", 0.0);
   MGPU_CHECK(t.sustained_tflops > 0, path, ": device.sustained_tflops must be positive");
   for (const json& h : field(j, "hardware", path)) {
-    Hardware hw;
+    perf::Hardware hw;
     hw.name = field(h, "name", path).get<std::string>();
     hw.nodes = h.value("nodes", 1);
     hw.gpus_per_node = field(h, "gpus_per_node", path).get<int>();
@@ -150,9 +153,9 @@ HardwareTable read_hardware_table(const std::string& path) {
   return t;
 }
 
-Workload workload_on_device(const ModelSpec& spec, const HardwareTable& table,
-                            const Workload* measured) {
-  Workload w;
+perf::Workload workload_on_device(const ModelSpec& spec, const HardwareTable& table,
+                                  const perf::Workload* measured) {
+  perf::Workload w;
   const double per_sample = spec.flops_per_sample / (1e12 * table.sustained_tflops);
   w.forward_s_per_sample = per_sample / 3;
   w.backward_s_per_sample = 2 * per_sample / 3;

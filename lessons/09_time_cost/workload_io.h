@@ -8,7 +8,7 @@
 #include <string>
 #include <vector>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
 namespace mgpu::lesson09 {
 
@@ -16,11 +16,11 @@ namespace mgpu::lesson09 {
 /// per sample of its measured steps, the rest of the step as fixed time, and its buckets
 /// (bytes, and the mean share of backward done when each was launched). `batch` gets the
 /// run's per-rank batch. Throws mgpu::Error naming the file and what is missing.
-Workload read_workload(const std::string& metrics_path, std::int64_t* batch);
+perf::Workload read_workload(const std::string& metrics_path, std::int64_t* batch);
 
 /// alpha and beta fitted (lesson 04's fit_alpha_beta) to the library all_reduce column of
 /// a bench_allreduce --csv file measured with `ranks` ranks.
-AlphaBeta fit_link_from_csv(const std::string& csv_path, int ranks);
+perf::AlphaBeta fit_link_from_csv(const std::string& csv_path, int ranks);
 
 /// One measured step time: mode "weak" or "strong", ranks, per-rank batch, seconds.
 struct MeasuredRun {
@@ -47,7 +47,7 @@ struct HardwareTable {
   std::string device_name;       ///< the GPU the compute figures assume
   double sustained_tflops = 0;   ///< FLOP/s reached on the models, in TFLOP/s
   double step_floor_s = 0;       ///< per-step time no model goes below (kernel launches)
-  std::vector<Hardware> hardware;  ///< the clusters
+  std::vector<perf::Hardware> hardware;  ///< the clusters
   std::vector<ModelSpec> models;   ///< the models
 };
 /// Reads hardware.json (see lessons/09_time_cost/hardware.json for the fields).
@@ -57,7 +57,7 @@ HardwareTable read_hardware_table(const std::string& path);
 /// two thirds backward), the step floor as fixed time, and buckets as DDP makes them by
 /// default (1 MiB first, then 25 MiB), ready in proportion to the bytes before them. When
 /// `measured` has as many gradient bytes as `spec`, its buckets and ready shares are used.
-Workload workload_on_device(const ModelSpec& spec, const HardwareTable& table,
-                            const Workload* measured);
+perf::Workload workload_on_device(const ModelSpec& spec, const HardwareTable& table,
+                                  const perf::Workload* measured);
 
 }  // namespace mgpu::lesson09

@@ -6,9 +6,9 @@
 // question: did N devices make a sample N times cheaper?
 #include <algorithm>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
-namespace mgpu::lesson09 {
+namespace mgpu::perf {
 
 double scaling_efficiency(const Run& one, const Run& n) {
   MGPU_CHECK(one.ranks == 1, "scaling_efficiency: the baseline must be a one-rank run, got ",
@@ -49,4 +49,4 @@ Phases step_phases(const StepRecord& record) {
   return p;
 }
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf

@@ -6,9 +6,9 @@
 // whole ring: those of its slowest hop. Then task 3 does the rest.
 #include <algorithm>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
-namespace mgpu::lesson09 {
+namespace mgpu::perf {
 
 AlphaBeta effective_link(const Hardware& hw) {
   MGPU_CHECK(hw.nodes >= 1 && hw.gpus_per_node >= 1, "effective_link: '", hw.name, "' has ",
@@ -57,4 +57,4 @@ WhatIf what_if(const Workload& w, const Hardware& hw, std::int64_t batch_per_ran
   return out;
 }
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf

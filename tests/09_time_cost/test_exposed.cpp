@@ -1,10 +1,10 @@
 // Lesson 09, task 1: exposed communication from hand-made timelines.
 #include <catch2/catch.hpp>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson09;
+using namespace mgpu::perf;
 
 namespace {
 

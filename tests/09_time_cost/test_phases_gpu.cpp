@@ -12,11 +12,12 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
+#include "mgpu/perf/time_cost.h"
 #include "step_timing.h"
-#include "time_cost.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson09;
+using namespace mgpu::lesson09;  // the program's phase clock (step_timing.h)
+using namespace mgpu::perf;
 
 TEST_CASE("task2: a step's phases from the CUDA event timestamps of a real step",
           "[09_time_cost][task2][points:1][gpu]") {

@@ -1,10 +1,10 @@
 // Lesson 09, task 2: scaling efficiency (weak and strong) and a step's phases.
 #include <catch2/catch.hpp>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson09;
+using namespace mgpu::perf;
 
 TEST_CASE("task2: weak scaling efficiency (per-rank batch fixed)", "[09_time_cost][task2][points:2]") {
   // 1 rank, batch 64: 100 ms per step. 4 ranks, batch 64 each (global 256): 125 ms.

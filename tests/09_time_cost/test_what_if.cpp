@@ -1,10 +1,10 @@
 // Lesson 09, task 4: alpha and beta of a hardware description, and the model's verdict.
 #include <catch2/catch.hpp>
 
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson09;
+using namespace mgpu::perf;
 
 namespace {
 

@@ -1,7 +1,7 @@
-// Lesson 09: the provided helpers. Nothing to write here.
-#include "time_cost.h"
+// A step's phases: their sum and their mean over steps (step_phases itself is lesson 09's).
+#include "mgpu/perf/time_cost.h"
 
-namespace mgpu::lesson09 {
+namespace mgpu::perf {
 
 double Phases::total() const {
   return data_wait + h2d + forward + backward + exposed_comm + optimizer + other;
@@ -26,4 +26,4 @@ Phases mean_phases(const std::vector<Phases>& steps) {
   return m;
 }
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf

@@ -1,15 +1,15 @@
-// whatif: lesson 09's model as a program. It fits alpha and beta to lesson 04's all-reduce
+// what_if: lesson 09's model as a program. It fits alpha and beta to lesson 04's all-reduce
 // measurements, takes the compute of a one-rank run, predicts the step time for N ranks
 // with your predict_step (task 3), compares the prediction with measured runs, and gives
 // the verdict of your what_if (task 4) on hardware we do not have.
 //
-//   whatif --allreduce ar.csv --allreduce-ranks 2 --workload one_rank.jsonl --ranks 1,2,3,4
+//   what_if --allreduce ar.csv --allreduce-ranks 2 --workload one_rank.jsonl --ranks 1,2,3,4
 //     (one_rank.jsonl: `train --breakdown` of a one-rank run; ar.csv: bench_allreduce --csv)
-//   whatif ... --global-batch 256                      strong scaling: G/N samples per rank
-//   whatif ... --measured scaling.jsonl --json out.jsonl   the model's error, for tools/plot
-//   whatif --hardware lessons/09_time_cost/hardware.json --workload one_rank.jsonl
-//   whatif --alpha-us 500 --beta-ns 8 --workload one_rank.jsonl --ranks 2   a link given by hand
-//   whatif ... --devices 1      the ranks share one device's worth of compute (more ranks than cores)
+//   what_if ... --global-batch 256                      strong scaling: G/N samples per rank
+//   what_if ... --measured scaling.jsonl --json out.jsonl   the model's error, for tools/plot
+//   what_if --hardware lessons/09_time_cost/hardware.json --workload one_rank.jsonl
+//   what_if --alpha-us 500 --beta-ns 8 --workload one_rank.jsonl --ranks 2   a link given by hand
+//   what_if ... --devices 1      the ranks share one device's worth of compute (more ranks than cores)
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -22,12 +22,13 @@
 #include <vector>
 
 #include "mgpu/app/flags.h"
-#include "time_cost.h"
+#include "mgpu/perf/time_cost.h"
 #include "workload_io.h"
 
 namespace {
 
 using namespace mgpu::lesson09;
+using namespace mgpu::perf;
 using nlohmann::json;
 
 struct Options {
@@ -205,7 +206,7 @@ int main(int argc, char** argv) {
   try {
     return run(o);
   } catch (const std::exception& e) {
-    std::fprintf(stderr, "whatif: %s\n", e.what());
+    std::fprintf(stderr, "what_if: %s\n", e.what());
     return 1;
   }
 }

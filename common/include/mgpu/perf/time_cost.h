@@ -1,7 +1,9 @@
 /// @file time_cost.h
-/// @brief Lesson 09's contract: where a data-parallel step's time goes, and a model that
-/// predicts it for more ranks and other hardware. The graded tests compile against exactly
-/// these declarations. Every function is pure: times in, numbers out.
+/// @brief A performance model of a data-parallel training step: where a step's time goes,
+/// and a model that predicts it for more ranks and other hardware. Every function is pure:
+/// times in, numbers out. Lesson 09 defines the functions of tasks 1-4
+/// (lessons/09_time_cost/: the file of each below); the library compiles their reference
+/// (solutions/09_time_cost/).
 ///
 ///   task 1  split_communication  (exposed.cpp)     union of the buckets' all-reduces, split
 ///                                                  into hidden (under compute) and exposed
@@ -16,12 +18,10 @@
 #include <string>
 #include <vector>
 
-#include "collectives.h"  // lesson 04 (its reference): AlphaBeta, ring_allreduce_seconds
+#include "mgpu/error.h"  // mgpu::Error, MGPU_CHECK
+#include "mgpu/perf/link_model.h"  // AlphaBeta, ring_allreduce_seconds
 
-namespace mgpu::lesson09 {
-
-using lesson04::AlphaBeta;
-using lesson04::ring_allreduce_seconds;
+namespace mgpu::perf {
 
 /// A span of time [begin, end] in seconds on one rank's clock.
 struct Interval {
@@ -98,7 +98,7 @@ struct Phases {
 /// gives other = 0).
 Phases step_phases(const StepRecord& record);
 
-/// Provided: the mean of each phase over `steps` (all zero for none).
+/// The mean of each phase over `steps` (all zero for none).
 Phases mean_phases(const std::vector<Phases>& steps);
 
 // ---- Task 3: the alpha-beta-compute model (step_model.cpp) ------------------------------------
@@ -174,4 +174,4 @@ AlphaBeta effective_link(const Hardware& hw);
 /// 2(N-1) alpha) exceed their bandwidth terms (sum of 2(N-1)/N bytes beta), else "bandwidth".
 WhatIf what_if(const Workload& w, const Hardware& hw, std::int64_t batch_per_rank);
 
-}  // namespace mgpu::lesson09
+}  // namespace mgpu::perf
