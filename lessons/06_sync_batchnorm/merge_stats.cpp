@@ -4,7 +4,7 @@
 #include <vector>
 
 #include "mgpu/ops.h"
-#include "mgpu/parallel/sync_batchnorm_steps.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 
 namespace mgpu::parallel {
 

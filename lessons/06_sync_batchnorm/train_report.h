@@ -13,7 +13,7 @@
 #include "mgpu/copy.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
-#include "mgpu/parallel/sync_batchnorm.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm.h"
 
 namespace mgpu::lesson06 {
 

@@ -1,11 +1,11 @@
 // Lesson 10, task 1: the padded flat layout of a unit's parameters, its views and the pieces
-// of each rank's shard (mgpu/parallel/flat_param.h).
+// of each rank's shard (mgpu/parallel/sharding/flat_param.h).
 #include <algorithm>
 #include <string>
 #include <utility>
 #include <vector>
 
-#include "mgpu/parallel/flat_param.h"
+#include "mgpu/parallel/sharding/flat_param.h"
 
 namespace mgpu::parallel {
 

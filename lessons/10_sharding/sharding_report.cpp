@@ -7,7 +7,7 @@
 
 #include "mgpu/app/flags.h"
 #include "mgpu/dist/dist.h"
-#include "mgpu/parallel/sharding_model.h"
+#include "mgpu/parallel/sharding/sharding_model.h"
 
 namespace mgpu::lesson10 {
 

@@ -1,5 +1,5 @@
 // What lesson 10's program takes and measures: its flags, memory per rank beside the
-// formula (parallel/sharding_model.h), the collectives of each step and the bytes a ring
+// formula (parallel/sharding/sharding_model.h), the collectives of each step and the bytes a ring
 // sends for them, step times, and the trace spans. Provided: not part of the tasks.
 #pragma once
 
@@ -14,8 +14,8 @@
 #include "mgpu/app/trace.h"
 #include "mgpu/dist/process_group.h"
 #include "mgpu/parallel/comm_timer.h"
-#include "mgpu/parallel/ddp.h"
-#include "mgpu/parallel/sharded_data_parallel.h"
+#include "mgpu/parallel/ddp/ddp.h"
+#include "mgpu/parallel/sharding/sharded_data_parallel.h"
 
 namespace mgpu::lesson10 {
 

@@ -1,11 +1,11 @@
-// Lesson 05, task 1: which gradients share a bucket (mgpu/parallel/bucket_assignment.h).
+// Lesson 05, task 1: which gradients share a bucket (mgpu/parallel/ddp/bucket_assignment.h).
 #include <algorithm>
 #include <cstddef>
 #include <utility>
 #include <vector>
 
 #include "mgpu/error.h"
-#include "mgpu/parallel/bucket_assignment.h"
+#include "mgpu/parallel/ddp/bucket_assignment.h"
 
 namespace mgpu::parallel {
 

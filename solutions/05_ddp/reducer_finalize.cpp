@@ -1,9 +1,9 @@
-// Lesson 05, task 3: the Reducer's end of backward (mgpu/parallel/reducer.h).
-// Everything it calls is in common/src/parallel/reducer.cpp.
+// Lesson 05, task 3: the Reducer's end of backward (mgpu/parallel/ddp/reducer.h).
+// Everything it calls is in common/src/parallel/ddp/reducer.cpp.
 #include <vector>
 
 #include "mgpu/ops.h"  // cast_(dst, src): copy with dtype conversion; scale_(t, alpha)
-#include "mgpu/parallel/reducer.h"
+#include "mgpu/parallel/ddp/reducer.h"
 
 namespace mgpu::parallel {
 

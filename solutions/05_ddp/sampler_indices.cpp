@@ -1,11 +1,11 @@
 // Lesson 05, task 5: DistributedSampler, each rank's share of a dataset
-// (mgpu/parallel/distributed_sampler.h; the constructor is in common/src/parallel/).
+// (mgpu/parallel/ddp/distributed_sampler.h; the constructor is in common/src/parallel/).
 #include <numeric>
 #include <vector>
 
 #include "mgpu/data/sampler.h"  // data::shuffled_indices(n, seed, epoch)
 #include "mgpu/error.h"
-#include "mgpu/parallel/distributed_sampler.h"
+#include "mgpu/parallel/ddp/distributed_sampler.h"
 
 namespace mgpu::parallel {
 

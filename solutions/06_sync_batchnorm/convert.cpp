@@ -3,7 +3,7 @@
 #include <vector>
 
 #include "mgpu/nn/batchnorm.h"
-#include "mgpu/parallel/sync_batchnorm.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm.h"
 
 namespace mgpu::parallel {
 

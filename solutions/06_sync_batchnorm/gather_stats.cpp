@@ -1,7 +1,7 @@
 // Lesson 06, task 1: this rank's batch statistics, exchanged with one all_gather.
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
-#include "mgpu/parallel/sync_batchnorm_steps.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 
 namespace mgpu::parallel {
 

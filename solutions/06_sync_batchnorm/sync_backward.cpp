@@ -1,7 +1,7 @@
 // Lesson 06, task 3: SyncBatchNorm's backward: the local sums, one all_reduce, dx.
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
-#include "mgpu/parallel/sync_batchnorm_steps.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 
 namespace mgpu::parallel {
 

@@ -1,9 +1,9 @@
 // Lesson 10, task 2: the parameter all-gather. After the optimizer stepped each rank's
 // shard, and before a unit computes, every rank needs every rank's shard: the unit's full
-// parameters (mgpu/parallel/sharded_unit.h). Everything the methods call is in
-// common/src/parallel/sharded_unit.cpp.
+// parameters (mgpu/parallel/sharding/sharded_unit.h). Everything the methods call is in
+// common/src/parallel/sharding/sharded_unit.cpp.
 #include "mgpu/ops.h"  // cast_(dst, src): copy with dtype conversion
-#include "mgpu/parallel/sharded_unit.h"
+#include "mgpu/parallel/sharding/sharded_unit.h"
 
 namespace mgpu::parallel {
 

@@ -1,7 +1,7 @@
 // Lesson 10, task 4: the life of a unit in a step: gather, compute, free, with the next
-// unit's all-gather prefetched (mgpu/parallel/sharded_unit.h). Everything the methods call is
-// in common/src/parallel/sharded_unit.cpp and in your gather.cpp and unit_grad_reduction.cpp.
-#include "mgpu/parallel/sharded_unit.h"
+// unit's all-gather prefetched (mgpu/parallel/sharding/sharded_unit.h). Everything the methods call is
+// in common/src/parallel/sharding/sharded_unit.cpp and in your gather.cpp and unit_grad_reduction.cpp.
+#include "mgpu/parallel/sharding/sharded_unit.h"
 
 namespace mgpu::parallel {
 

@@ -1,9 +1,9 @@
 // Lesson 10, task 3: the gradient reduction of a unit, started by the grad-ready hooks while
 // backward goes on (the unit is the bucket) and finished into the master shard's gradient
-// (mgpu/parallel/sharded_unit.h). Everything the methods call is in
-// common/src/parallel/sharded_unit.cpp.
+// (mgpu/parallel/sharding/sharded_unit.h). Everything the methods call is in
+// common/src/parallel/sharding/sharded_unit.cpp.
 #include "mgpu/ops.h"  // scale_(t, alpha), add_(a, b), cast(t, dtype)
-#include "mgpu/parallel/sharded_unit.h"
+#include "mgpu/parallel/sharding/sharded_unit.h"
 
 namespace mgpu::parallel {
 

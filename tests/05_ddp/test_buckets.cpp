@@ -5,7 +5,7 @@
 #include <cstddef>
 #include <vector>
 
-#include "mgpu/parallel/bucket_assignment.h"
+#include "mgpu/parallel/ddp/bucket_assignment.h"
 
 using mgpu::DType;
 using mgpu::parallel::compute_bucket_assignment_by_size;

@@ -9,7 +9,7 @@
 #include "mgpu/data/dataloader.h"
 #include "mgpu/data/dataset.h"
 #include "mgpu/data/sampler.h"
-#include "mgpu/parallel/distributed_sampler.h"
+#include "mgpu/parallel/ddp/distributed_sampler.h"
 
 using mgpu::parallel::DistributedSampler;
 using Indices = std::vector<std::int64_t>;

@@ -10,7 +10,7 @@
 #include <vector>
 
 #include "mgpu/ops.h"
-#include "mgpu/parallel/flat_param.h"
+#include "mgpu/parallel/sharding/flat_param.h"
 #include "mgpu/tensor.h"
 
 using mgpu::Shape;

@@ -1,6 +1,6 @@
 // Lesson 10, task 4 under mpirun (2 and 3 ranks): a checkpoint saved on 2 ranks resumes on
 // all of them. Ranks 0 and 1 alone (a sub-group) train at stage 3 and save the full state
-// (parallel/sharded_state.h) with io::save_checkpoint; then every rank loads the file and
+// (parallel/sharding/sharded_state.h) with io::save_checkpoint; then every rank loads the file and
 // continues at stage 2: at 3 ranks, each unit saved as 2 shards is cut into 3. These run
 // every task (1-4): do them in order.
 #include <catch2/catch.hpp>
@@ -18,7 +18,7 @@
 #include <vector>
 
 #include "mgpu/io/checkpoint.h"
-#include "mgpu/parallel/sharded_state.h"
+#include "mgpu/parallel/sharding/sharded_state.h"
 #include "sharding_test_util.h"
 
 using namespace shard_test;

@@ -13,7 +13,7 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
-#include "mgpu/parallel/ddp.h"
+#include "mgpu/parallel/ddp/ddp.h"
 
 using namespace mgpu;
 

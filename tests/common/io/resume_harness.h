@@ -20,8 +20,8 @@
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/all.h"
-#include "mgpu/parallel/ddp.h"
-#include "mgpu/parallel/distributed_sampler.h"
+#include "mgpu/parallel/ddp/ddp.h"
+#include "mgpu/parallel/ddp/distributed_sampler.h"
 
 namespace mgpu::testing {
 

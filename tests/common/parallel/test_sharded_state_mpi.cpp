@@ -1,4 +1,4 @@
-// Checkpoints of a sharded model (parallel/sharded_state.h): the full state has DDP's names
+// Checkpoints of a sharded model (parallel/sharding/sharded_state.h): the full state has DDP's names
 // and values, goes through a checkpoint file, and resumes on another world size: saved on
 // the N ranks of mpirun and resumed on one, saved on one and resumed on N. One rank's
 // world is a group of one (SelfGroup) that every rank builds for itself.
@@ -12,7 +12,7 @@
 #include "../../10_sharding/sharding_test_util.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/safetensors.h"
-#include "mgpu/parallel/sharded_state.h"
+#include "mgpu/parallel/sharding/sharded_state.h"
 
 using namespace shard_test;
 namespace io = mgpu::io;

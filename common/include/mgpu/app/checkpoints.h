@@ -37,7 +37,7 @@
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/ddp.h"
+#include "mgpu/parallel/ddp/ddp.h"
 
 namespace mgpu::app {
 

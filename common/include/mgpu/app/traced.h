@@ -18,7 +18,7 @@
 #include "mgpu/nn/module.h"
 #include "mgpu/optim/optimizer.h"
 #include "mgpu/parallel/comm_timer.h"
-#include "mgpu/parallel/ddp.h"
+#include "mgpu/parallel/ddp/ddp.h"
 
 namespace mgpu::app {
 

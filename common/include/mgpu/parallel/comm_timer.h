@@ -16,7 +16,7 @@
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
-#include "mgpu/parallel/comm_hook.h"
+#include "mgpu/parallel/ddp/comm_hook.h"
 
 namespace mgpu::parallel {
 

@@ -1,6 +1,6 @@
 // DistributedSampler: the argument checks and what a DataLoader calls. num_samples() and
 // indices() are lesson 05's task 5 (lessons/05_ddp/sampler_indices.cpp).
-#include "mgpu/parallel/distributed_sampler.h"
+#include "mgpu/parallel/ddp/distributed_sampler.h"
 
 #include "mgpu/error.h"
 

@@ -30,7 +30,7 @@
 /// start_gather/wait_gather/free_full are task 2 (lessons/10_sharding/gather.cpp),
 /// on_grad_ready/launch_grad_reduction/finish_grad_reduction task 3
 /// (unit_grad_reduction.cpp), forward/backward task 4 (unit_cycle.cpp); the library compiles in their reference from
-/// solutions/10_sharding/. The rest is common/src/parallel/sharded_unit.cpp.
+/// solutions/10_sharding/. The rest is common/src/parallel/sharding/sharded_unit.cpp.
 #pragma once
 
 #include <cstddef>
@@ -40,7 +40,7 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/flat_param.h"
+#include "mgpu/parallel/sharding/flat_param.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel {
@@ -156,7 +156,7 @@ class ShardedUnit {
   std::string describe() const;
 
  private:
-  // ---- helpers the lesson's methods use (common/src/parallel/sharded_unit.cpp) ----------
+  // ---- helpers the lesson's methods use (common/src/parallel/sharding/sharded_unit.cpp) ----------
   /// Stage 3 always, stages 1-2 after mark_stale(): the forward must gather first.
   bool needs_gather() const { return state_ != UnitState::gathered; }
   /// x in the compute dtype (x itself when it already is, or is not floating).

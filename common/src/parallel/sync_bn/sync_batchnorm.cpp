@@ -1,6 +1,6 @@
 // SyncBatchNorm: the module. Training with a group of 2+ ranks runs the cross-rank steps
 // of sync_batchnorm_steps.cpp; eval mode or a world of one rank is plain BatchNorm.
-#include "mgpu/parallel/sync_batchnorm.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm.h"
 
 #include <sstream>
 

@@ -34,8 +34,8 @@
 #include "mgpu/dist/process_group.h"
 #include "mgpu/io/state_dict.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/comm_hook.h"
-#include "mgpu/parallel/reducer.h"
+#include "mgpu/parallel/ddp/comm_hook.h"
+#include "mgpu/parallel/ddp/reducer.h"
 
 namespace mgpu::parallel {
 

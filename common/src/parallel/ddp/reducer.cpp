@@ -1,7 +1,7 @@
 // Reducer: buckets, grad-ready hooks, launch and wait, the cross-rank helpers. Lesson 05
 // writes the three methods that make the algorithm (mark_variable_ready, finalize_backward,
 // rebuild_buckets): lessons/05_ddp/reducer.cpp, reference in solutions/05_ddp/reducer.cpp.
-#include "mgpu/parallel/reducer.h"
+#include "mgpu/parallel/ddp/reducer.h"
 
 #include <sstream>
 

@@ -29,7 +29,7 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/sync_batchnorm_steps.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 
 namespace mgpu::parallel {
 

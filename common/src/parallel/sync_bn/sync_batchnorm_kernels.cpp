@@ -4,9 +4,9 @@
 #include <vector>
 
 #include "dispatch.h"  // MGPU_IF_CUDA
-#include "mgpu/parallel/sync_batchnorm_steps.h"
+#include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 #ifdef MGPU_WITH_CUDA
-#include "parallel/sync_batchnorm_cuda.h"
+#include "parallel/sync_bn/sync_batchnorm_cuda.h"
 #endif
 
 namespace mgpu::parallel {

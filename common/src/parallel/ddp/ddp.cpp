@@ -1,5 +1,5 @@
 // DistributedDataParallel: construction checks, the broadcast from rank 0, forward/backward.
-#include "mgpu/parallel/ddp.h"
+#include "mgpu/parallel/ddp/ddp.h"
 
 #include <algorithm>
 #include <cmath>

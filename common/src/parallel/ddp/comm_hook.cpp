@@ -1,5 +1,5 @@
 // The two built-in communication hooks. Both divide before they sum, as PyTorch's do.
-#include "mgpu/parallel/comm_hook.h"
+#include "mgpu/parallel/ddp/comm_hook.h"
 
 #include "mgpu/ops.h"
 

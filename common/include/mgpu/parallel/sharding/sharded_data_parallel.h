@@ -46,8 +46,8 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/sharded_unit.h"
-#include "mgpu/parallel/sharding_model.h"
+#include "mgpu/parallel/sharding/sharded_unit.h"
+#include "mgpu/parallel/sharding/sharding_model.h"
 
 namespace mgpu::parallel {
 

@@ -1,5 +1,5 @@
 // Checkpoints of a sharded model: the full state from the shards, and back onto any N.
-#include "mgpu/parallel/sharded_state.h"
+#include "mgpu/parallel/sharding/sharded_state.h"
 
 #include <map>
 #include <set>

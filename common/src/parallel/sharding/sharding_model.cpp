@@ -1,5 +1,5 @@
 // The memory and communication formulas of sharded data parallelism (sharding_model.h).
-#include "mgpu/parallel/sharding_model.h"
+#include "mgpu/parallel/sharding/sharding_model.h"
 
 #include <algorithm>
 

@@ -17,7 +17,7 @@
 
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/optim/optimizer.h"
-#include "mgpu/parallel/sharded_data_parallel.h"
+#include "mgpu/parallel/sharding/sharded_data_parallel.h"
 
 namespace mgpu::parallel {
 

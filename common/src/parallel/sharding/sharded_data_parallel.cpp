@@ -1,6 +1,6 @@
 // ShardedDataParallel: units from a Sequential, their order, the step's schedule, and the
 // full parameters gathered or scattered for checkpoints and tests.
-#include "mgpu/parallel/sharded_data_parallel.h"
+#include "mgpu/parallel/sharding/sharded_data_parallel.h"
 
 #include <algorithm>
 #include <sstream>

@@ -2,7 +2,7 @@
 // helpers lesson 10's methods use. The methods that make the algorithm (gather, reduce,
 // the unit's forward/backward cycle) are lessons/10_sharding/{gather,reduce_grads,
 // unit_cycle}.cpp, reference in solutions/10_sharding/.
-#include "mgpu/parallel/sharded_unit.h"
+#include "mgpu/parallel/sharding/sharded_unit.h"
 
 #include <sstream>
 

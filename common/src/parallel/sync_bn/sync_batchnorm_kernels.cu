@@ -2,7 +2,7 @@
 // into the world's statistics. Row r of `gathered` starts at r * (2C + 1); channel c's
 // mean is at c, its invstd at C + c, and the rank's count at 2C.
 #include "ops/cuda_util.cuh"
-#include "parallel/sync_batchnorm_cuda.h"
+#include "parallel/sync_bn/sync_batchnorm_cuda.h"
 
 namespace mgpu::parallel::detail {
 

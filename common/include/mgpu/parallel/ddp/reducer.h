@@ -18,7 +18,7 @@
 /// Steps 2, 4 and 5 (mark_variable_ready, finalize_backward, rebuild_buckets) are lesson
 /// 05's tasks 2-4, defined in lessons/05_ddp/reducer_{mark_ready,finalize,rebuild}.cpp for
 /// the learner's build of lesson 05 and in the same files of solutions/05_ddp/ for
-/// everything else (the library, mgpu_dep, compiles that reference in). The rest is common/src/parallel/reducer.cpp.
+/// everything else (the library, mgpu_dep, compiles that reference in). The rest is common/src/parallel/ddp/reducer.cpp.
 #pragma once
 
 #include <cstddef>
@@ -28,9 +28,9 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/parameter.h"
-#include "mgpu/parallel/bucket_assignment.h"
-#include "mgpu/parallel/comm_hook.h"
 #include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/ddp/bucket_assignment.h"
+#include "mgpu/parallel/ddp/comm_hook.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel {
@@ -146,7 +146,7 @@ class Reducer {
     std::size_t slot = 0;    ///< position among the bucket's variables
   };
 
-  // ---- helpers the lesson's methods use (common/src/parallel/reducer.cpp) -----------------
+  // ---- helpers the lesson's methods use (common/src/parallel/ddp/reducer.cpp) -----------------
   /// The part of variable v's bucket buffer that holds its gradient, shaped like it (a view:
   /// writing it writes the bucket).
   Tensor bucket_view(std::size_t v) const;
