@@ -24,11 +24,13 @@ Tensor block_sums_cpu(const Tensor& x) {
   const std::int64_t n = x.numel();
   const std::int64_t tiles = (n + kTile - 1) / kTile;  // the last tile may be short
   Tensor partial = Tensor::empty({tiles}, DType::f32, x.device());
-  // TODO(task2) BEGIN: for every tile b, play one CUDA block in a float buf[kThreadsPerBlock]:
-  // "thread" t starts with x[b*kTile + t] + x[b*kTile + t + kThreadsPerBlock] (0 for an
-  // index >= n); then for stride s = kThreadsPerBlock/2, /4, ..., 1 every t < s does
-  // buf[t] += buf[t + s]; partial[b] = buf[0]. Pointers: x.data<float>(),
-  // partial.data<float>() (about 14 lines).
+  // What you have: x.data<float>() (n contiguous floats); partial.data<float>() (tiles floats
+  // to write); kTile = 2 * kThreadsPerBlock elements per tile; a local array of
+  // kThreadsPerBlock floats stands in for one block's shared memory.
+  // TODO(task2) BEGIN: partial[b] = the sum of tile b, added in exactly the order one CUDA
+  // block of kThreadsPerBlock threads adds it (chapter §5: the load, then the tree), so that
+  // this twin and the kernel give the same floats; elements past n count as 0. Input x f32
+  // [n]; output partial f32 [tiles], tiles = ceil(n / kTile) (about 14 lines).
   MGPU_FAIL("TODO(task2): block_sums_cpu is not written yet (lessons/00_gpu_basics/reduce.cpp)");
   // TODO(task2) END
   return partial;
