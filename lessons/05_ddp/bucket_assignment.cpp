@@ -18,9 +18,13 @@ std::vector<std::vector<std::size_t>> compute_bucket_assignment_by_size(
              "compute_bucket_assignment_by_size: ", tensors.size(), " tensors but ",
              tensor_indices.size(), " tensor_indices (give one index per tensor, or none)");
   std::vector<std::vector<std::size_t>> buckets;
-  // TODO(task1) BEGIN: the rules of bucket_assignment.h. Invariants: every tensor in
-  // exactly one bucket, no bucket mixes dtypes, a bucket closes the moment its bytes reach
-  // its cap. Keep, per dtype, the open bucket, its bytes and which cap it is on (~30 lines).
+  // What you have: tensors[i].nbytes and tensors[i].dtype (GradSpec); size_limits (caps in
+  // bytes); tensor_indices (empty, or one index per tensor); DType compares with ==;
+  // std::vector, std::stable_sort; buckets, the result (each bucket a list of indices).
+  // TODO(task1) BEGIN: the buckets of chapter §3's rules (bucket_assignment.h states them
+  // with the worked example). Invariants: every tensor in exactly one bucket, no bucket
+  // mixes dtypes, a bucket closes the moment its bytes reach its cap, and the buckets come
+  // in the launch order §3 gives for each form of the call (about 30 lines).
   MGPU_FAIL("TODO(task1): compute_bucket_assignment_by_size is not written yet "
             "(lessons/05_ddp/bucket_assignment.cpp); called with ", tensors.size(), " tensors");
   // TODO(task1) END

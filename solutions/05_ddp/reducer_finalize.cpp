@@ -10,12 +10,15 @@ namespace mgpu::parallel {
 // Task 3: the end of the reduction, once the module's backward has returned.
 void Reducer::finalize_backward() {
   if (!expect_hooks_) return;  // under no_sync(): nothing to reduce
-  // TODO(task3) BEGIN: (1) with options_.find_unused_parameters, mark every parameter that
-  // is not ready yet ready; (2) if a bucket was never launched, record_unfinished_reduction()
-  // and stop; (3) otherwise wait_bucket() each bucket in order and copy bucket_view(v) back
-  // into params_[v]->grad with cast_ (mgpu/ops.h) for every parameter some rank used
-  // (sync_used_variables(), a collective, only with find_unused_parameters); a grad that
-  // already is its bucket view needs no copy (about 15 lines).
+  // What you have: options_.find_unused_parameters; variable_ready_; mark_variable_ready(v);
+  // buckets_ (each with its .variables), next_bucket_; record_unfinished_reduction();
+  // sync_used_variables() (per variable: did any rank use it? a collective); wait_bucket(b);
+  // bucket_view(v); params_[v]->grad; t.shares_storage(u); cast_(dst, src).
+  // TODO(task3) BEGIN: the end of the reduction (chapter §2, step 4; §6; §8). Afterwards
+  // every parameter some rank used holds the average over the ranks in its grad, and one
+  // that no rank used keeps its grad; if a bucket never launched (a gradient never came,
+  // without find_unused_parameters) the reduction is left unfinished for the next forward
+  // to report. Every rank issues the same collectives (about 15 lines).
   if (options_.find_unused_parameters) {
     for (std::size_t v = 0; v < params_.size(); ++v)
       if (!variable_ready_[v]) mark_variable_ready(v);
