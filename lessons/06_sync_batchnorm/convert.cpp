@@ -17,10 +17,10 @@ std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> m
   // accessors (running_mean() etc. return Tensor&: assigning a Tensor handle shares its
   // storage); Parameter's value, grad, requires_grad() and set_requires_grad();
   // module->children() (name, child) and module->replace_child(name, new_child).
-  // TODO(task4) BEGIN: a BatchNorm root: a new SyncBatchNorm with its settings, moved to its
-  // dtype and device, sharing its weight and bias (value, grad, requires_grad) and its three
-  // buffers, in its training mode. Any other module: convert each child (recursively) and
-  // replace_child where the result is a new module; return the module (about 25 lines).
+  // TODO(task4) BEGIN: chapter §7's conversion. A BatchNorm root gives a new SyncBatchNorm
+  // with its settings, dtype, device and training mode, sharing its weight and bias (value,
+  // grad, requires_grad) and its three buffers. Any other module comes back itself, with
+  // every BatchNorm below it replaced in place (about 25 lines).
   MGPU_FAIL("TODO(task4): convert_sync_batchnorm is not written yet "
             "(lessons/06_sync_batchnorm/convert.cpp); module ", module->describe(),
             process_group ? "" : " (default group)");

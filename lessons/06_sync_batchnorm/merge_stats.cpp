@@ -39,12 +39,14 @@ GlobalBatchStats batch_norm_gather_stats_with_counts(const Tensor& gathered, Ten
   const std::vector<double> rows = gathered.to(Device::cpu()).to_vector<double>();
   std::vector<double> mean(static_cast<std::size_t>(C)), var(static_cast<std::size_t>(C));
   std::int64_t count = 0;
-  // TODO(task2) BEGIN: for each channel, walk the ranks in order and merge each rank with
-  // count n_r >= 1 into (n, mean, M2): its variance is 1/invstd^2 - eps, and
-  //   M2 += var_r * n_r + delta^2 * n * n_r / (n + n_r),  mean += delta * n_r / (n + n_r)
-  // with delta = mean_r - mean; then var = M2 / n. count = the sum of the counts. Throw
-  // (MGPU_CHECK) when count is 0 or 1. Then blend_ the running mean with the mean and the
-  // running variance with the UNBIASED var * count / (count - 1) (about 25 lines).
+  // What you have: rows (above); mean, var (biased) [C] and count, to fill; eps, momentum;
+  // blend_(running, momentum, values) (above; does nothing for an undefined running tensor);
+  // MGPU_CHECK(condition, message...) throws.
+  // TODO(task2) BEGIN: mean, var and count of the world's batch, merged from the W rows by
+  // chapter §3's parallel variance in rank order (its worked example is the test), the same
+  // numbers on every rank; a world with 0 or 1 value per channel throws (§5); then the
+  // running statistics blended with the world's mean and unbiased variance (§3) (about 25
+  // lines).
   MGPU_FAIL("TODO(task2): batch_norm_gather_stats_with_counts is not written yet "
             "(lessons/06_sync_batchnorm/merge_stats.cpp); ", W, " rows of ", width, " (",
             rows.size(), " values), momentum ", momentum, ", count so far ", count,

@@ -16,14 +16,17 @@ SyncBatchNormGrads sync_batch_norm_backward(const Tensor& grad_out, const Tensor
   const DType stats = mean.dtype();  // f32, or f64 for f64 input
   SyncBatchNormGrads out;
   // What you have: nn::batch_norm_backward_reduce(dy, x, mean, invstd, sum_dy, sum_dy_xmu)
-  // fills this rank's [C] sums; nn::batch_norm_backward_apply(dy, x, mean, invstd, weight,
-  // sum_dy, sum_dy_xmu, count) computes dx from any sums and count; mul(a, b);
-  // group.all_reduce(t, dist::ReduceOp::sum).wait() sums t over the ranks in place.
-  // TODO(task3) BEGIN: one [2C] buffer holding [sum_dy | sum_dy_xmu] (zeros on an empty
-  // rank); grad_weight = sum_dy_xmu * invstd and grad_bias = sum_dy from THIS rank's sums
-  // (only when weight is defined; zeros [C] on an empty rank); one all_reduce of the
-  // buffer; dx from the world's sums and count (an empty dx, shaped like x, on an empty
-  // rank) (about 20 lines).
+  // sets its last two arguments to new [C] tensors holding this rank's sums (it replaces
+  // the handles: a view passed in is not written); nn::batch_norm_backward_apply(dy, x, mean,
+  // invstd, weight, sum_dy, sum_dy_xmu, count) computes dx from any sums and count;
+  // Tensor::zeros(shape, dtype, device); t.view(offset, {n}) a view into t; cast_(dst, src)
+  // copies into a view; mul(a, b); group.all_reduce(t, dist::ReduceOp::sum).wait() sums t
+  // over the ranks in place; out.grad_input, out.grad_weight, out.grad_bias.
+  // TODO(task3) BEGIN: chapter §4's backward: dx (shaped like x) from the WORLD's two sums
+  // and count; grad_weight and grad_bias [C] (only when weight is defined) from THIS rank's
+  // sums; exactly one all_reduce, of 2C values in the statistics dtype, on every rank, an
+  // empty one included (§5: zeros in, zero gradients and an empty dx out) (about 20
+  // lines).
   MGPU_FAIL("TODO(task3): sync_batch_norm_backward is not written yet "
             "(lessons/06_sync_batchnorm/sync_backward.cpp); input ", x.str(), ", dy ",
             grad_out.str(), ", C = ", C, ", ", dtype_name(stats), " mean ", mean.str(),
