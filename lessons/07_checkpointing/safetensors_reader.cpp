@@ -30,11 +30,17 @@ namespace {
 SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t file_size,
                                            const std::string& file) {
   SafetensorsHeader h;
-  // TODO(task2) BEGIN: check the length N against file_size and the header (`head` holds at
-  // least the 8 bytes and the header), parse it, check every entry into h.tensors and
-  // h.metadata, then the data layout (h.tensors sorted by their offsets); set
-  // h.header_bytes to N. Each refusal through refuse() names the file, the tensor and the
-  // rule (about 75 lines).
+  // What you have: head (the file's first bytes: at least the 8-byte length and the header),
+  // file_size, file; kMaxHeaderBytes; is_valid_utf8(text); parse_header_json(text, file)
+  // (refuses what is not one JSON object, and duplicate keys); dtype_from_safetensors(name,
+  // dtype); dtype_size(dtype); unsigned_integer(j, out) and range(entry) (above);
+  // refuse(file, tensor, SafetensorsRule::..., detail) throws; TensorEntry; h.tensors,
+  // h.metadata, h.header_bytes.
+  // TODO(task2) BEGIN: h, the header of a valid file with its tensors sorted by offsets;
+  // or, through refuse(), the first rule of SafetensorsRule the bytes break, naming the
+  // file, the tensor and the rule (chapter §3: its table and its layout rule). Invariants:
+  // nothing read outside `head`, no size trusted before it is checked, no arithmetic that
+  // can overflow; h.header_bytes is N (about 75 lines).
   MGPU_FAIL("TODO(task2): parse_safetensors_header is not written yet "
             "(lessons/07_checkpointing/safetensors_reader.cpp); ", file, ": ", file_size,
             " bytes, ", head.size(), " of them given, ", h.tensors.size(), " entries checked");
