@@ -19,10 +19,14 @@ Tensor Linear::forward(const Tensor& x) {
   amp::check_gemm_input(describe(), "input", x, w, compute);
   MGPU_CHECK(x.ndim() == 2 && x.size(1) == in_features(), describe(), ": input is ", x.str(),
              ", expected [N, ", in_features(), "] (put a Flatten in front for images)");
-  // TODO(task3) BEGIN: the operands in `compute` (amp::cast_operand for x, amp::cast_weight
-  // for W), y = x W^T with matmul(..., /*trans_b=*/true, w.dtype()), the bias on every row
-  // (add_rowwise_) if has_bias(); in training mode saved_.push(describe(), {x16, W16}).
-  // (about 6 lines)
+  // What you have: compute (the GEMM's dtype: f32 outside an autocast region);
+  // amp::cast_operand(t, dtype); amp::cast_weight(w, dtype) (one cast per region, cached);
+  // matmul(a, b, trans_a, trans_b, out_dtype); add_rowwise_(y, v); has_bias(), bias().value;
+  // is_training(); saved_.push(describe(), Saved{x, w}) keeps the GEMM's operands.
+  // TODO(task3) BEGIN: y = x W^T + b under chapter §3's policy (its table's first two rows):
+  // the GEMM's operands in `compute`, its sums and y in f32, the bias added in f32; in
+  // training mode the operands the GEMM used are kept for the backward. Input x f32
+  // [N, in]; output y f32 [N, out] (about 6 lines).
   MGPU_FAIL("TODO(task3): Linear::forward is not written yet "
             "(lessons/08_mixed_precision/linear_mixed_precision.cpp); input ", x.str(), ", GEMM in ",
             dtype_name(compute));
@@ -36,12 +40,17 @@ Tensor Linear::backward(const Tensor& grad_out) {
              ": grad_out is ", grad_out.str(), ", expected [", s.x.size(0), ", ",
              out_features(), "]");
   Parameter& w = weight();
-  // TODO(task3) BEGIN: g = grad_out in the forward's dtype (s.x.dtype()). If the weight
-  // requires_grad(): matmul_out(w.grad, g, s.x, true, false, 1.0, 1.0) (16-bit operands,
-  // f32 sums added to the f32 grad), then w.notify_grad_ready(). If has_bias() and the
-  // bias requires_grad(): add_(bias().grad, sum(grad_out, 0)), then its
-  // notify_grad_ready(). Return g W16 with an f32 result, or an empty Tensor when the
-  // input needs no gradient (!input_requires_grad(): x is data). (about 12 lines)
+  // What you have: s.x, s.w (the forward's GEMM operands, in its dtype); amp::cast_operand;
+  // matmul(a, b, trans_a, trans_b, out_dtype); matmul_out(out, a, b, trans_a, trans_b, alpha,
+  // beta): out = alpha (a b) + beta out; sum(t, dim); cast(t, dtype); add_(t, u); has_bias(),
+  // bias(); a Parameter's value, grad, requires_grad() and notify_grad_ready();
+  // input_requires_grad().
+  // TODO(task3) BEGIN: lesson 01's three gradients under chapter §3's policy: the GEMMs take
+  // grad_out in the forward's dtype and sum in f32; a weight gradient is ADDED to the f32
+  // .grad and never rounded to 16 bits; the bias gradient comes from the f32 grad_out; a
+  // parameter that needs no gradient is left alone; each parameter announces its gradient
+  // the moment it is final. Returns dx f32 [N, in], or an empty Tensor when the input needs
+  // no gradient (!input_requires_grad(): x is data) (about 12 lines).
   MGPU_FAIL("TODO(task3): Linear::backward is not written yet "
             "(lessons/08_mixed_precision/linear_mixed_precision.cpp); grad_out ", grad_out.str(),
             ", weight ", w.value.str());

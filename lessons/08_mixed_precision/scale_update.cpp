@@ -14,10 +14,13 @@ namespace mgpu::amp {
 
 void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
                   double growth_factor, double backoff_factor, std::int64_t growth_interval) {
-  // TODO(task1) BEGIN: the rule in mgpu/amp/scaling.h. Multiply in double
-  // (static_cast<double>(scale) * factor) and round once with static_cast<float>; keep a
-  // grown scale only if std::isfinite says so; reset the tracker whenever the scale
-  // changes or growth was refused. (about 12 lines)
+  // What you have: scale and growth_tracker (read and written); found_inf; growth_factor,
+  // backoff_factor, growth_interval; std::isfinite; static_cast<double>, static_cast<float>.
+  // TODO(task1) BEGIN: one update() of chapter §4's state machine (the rule of
+  // amp/scaling.h) with PyTorch's arithmetic: a new scale is the product computed in double
+  // and rounded once to float; a grown scale is kept only if finite; the tracker restarts
+  // whenever the scale changes or a growth is refused. §4's worked sequence is the test
+  // (about 12 lines).
   MGPU_FAIL("TODO(task1): update_scale is not written yet "
             "(lessons/08_mixed_precision/scale_update.cpp); called with scale ", scale,
             ", growth_tracker ", growth_tracker, ", found_inf ", found_inf, ", growth ",

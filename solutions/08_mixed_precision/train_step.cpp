@@ -25,11 +25,16 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
                       optim::Optimizer& optimizer, GradScaler& scaler, const Tensor& x,
                       const Tensor& y, Precision precision) {
   StepResult result;
-  // TODO(task4) BEGIN: Steps 1-6 of mgpu/amp/train_step.h. The forward alone runs inside
-  // { amp::Autocast region(DType::bf16 or DType::f16); logits = model.forward(x); } (no
-  // region for fp32); the loss and everything after it outside. Fill result.loss
-  // (loss.item()), result.stepped (what scaler.step returns), result.scale
-  // (scaler.get_scale() after update) and result.logits. (about 12 lines)
+  // What you have: amp::Autocast region(dtype) (the region lasts while the object lives);
+  // model.forward(x), model.backward(g); loss_fn.forward(logits, y) (the mean loss, a
+  // tensor), loss_fn.backward() (d loss / d logits); optimizer.zero_grad(); scaler.scale(g),
+  // scaler.step(optimizer) (false when it skipped), scaler.update(), scaler.get_scale();
+  // t.item(); result.loss, result.stepped, result.scale, result.logits.
+  // TODO(task4) BEGIN: one training step at `precision`, the contract of amp/train_step.h
+  // (chapter §4's iteration): the forward alone in an autocast region of the precision's
+  // 16-bit dtype (no region for fp32), the loss and all after it outside; result holds the
+  // loss, whether the optimizer stepped, the scale after update() and the logits (about 12
+  // lines).
   // Step 1) fresh gradients.
   optimizer.zero_grad();
   // Step 2) the forward's GEMMs in 16 bits, on the f32 master weights.

@@ -17,16 +17,17 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   check_scale_initialized("unscale_");  // throws before the first scale()
   OptimizerState& state = optimizer_state(optimizer);
-  // What you have: state.stage / state.found_inf_per_device; scale_; group_;
-  // unscale_grads_(optimizer, inv_scale, allow_fp16) -> one found_inf flag per device;
-  // flag.item() reads a flag on the host; Tensor::full({}, v, DType::f32, device);
-  // group_->all_reduce(t, dist::ReduceOp::max).wait(); group_->device().
-  // TODO(task2) BEGIN: (1) throw (MGPU_CHECK) when state.stage is Stage::unscaled or
-  // Stage::stepped, with PyTorch's messages (mgpu/amp/grad_scaler.h); (2) inv_scale = 1 / scale_
-  // in double, rounded to float; (3) state.found_inf_per_device <- unscale_grads_ with
-  // f16 gradients refused; (4) with a group_, replace the flags by one: this rank's
-  // largest flag, all-reduced with MAX, on group_->device(), keyed by that device's str();
-  // (5) state.stage <- Stage::unscaled. (about 15 lines)
+  // What you have: state.stage (Stage::ready, unscaled, stepped), state.found_inf_per_device
+  // (device string -> flag); scale_; group_; unscale_grads_(optimizer, inv_scale,
+  // allow_fp16) -> one found_inf flag per device; flag.item() reads a flag on the host;
+  // Tensor::full({}, v, DType::f32, device); group_->all_reduce(t, dist::ReduceOp::max).wait();
+  // group_->device().
+  // TODO(task2) BEGIN: chapter §4's unscale_ and §5's one decision for all ranks: every
+  // gradient multiplied by 1/S computed in double and rounded once to float, f16 gradients
+  // refused; found_inf_per_device says whether any was inf or NaN, and with a group_ it is
+  // one flag, on group_->device() under its str(), the same on every rank; the stage becomes
+  // unscaled. A second unscale_, or one after step, throws with PyTorch's message (§4)
+  // (about 15 lines).
   MGPU_CHECK(state.stage != Stage::unscaled,
              "GradScaler: unscale_() has already been called on this optimizer since the last "
              "update()");
