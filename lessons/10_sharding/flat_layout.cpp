@@ -14,9 +14,11 @@ FlatLayout make_flat_layout(const std::vector<std::pair<std::string, Shape>>& pa
   MGPU_CHECK(world_size >= 1, "make_flat_layout: world size ", world_size, " (need >= 1)");
   FlatLayout layout;
   layout.world_size = world_size;
-  // TODO(task1) BEGIN: one slot per parameter, back to back from offset 0; then numel, the
-  // padded size (the smallest multiple of world_size >= numel) and the shard size
-  // (about 10 lines).
+  // What you have: params, (name, shape) pairs in order; FlatSlot {name, shape, offset,
+  // numel}; shape_numel(shape); layout.slots, numel, padded_numel, shard_numel.
+  // TODO(task1) BEGIN: chapter §3's layout (its example is the test): every parameter's slot
+  // back to back from offset 0 in the given order, numel their sum, padded to the smallest
+  // multiple of world_size >= numel, cut into world_size equal shards (about 10 lines).
   MGPU_FAIL("TODO(task1): make_flat_layout is not written yet (lessons/10_sharding/flat_layout.cpp); "
             "asked for ", params.size(), " parameter(s) on ", world_size, " rank(s)");
   // TODO(task1) END
@@ -30,7 +32,9 @@ std::vector<Tensor> param_views(const FlatLayout& layout, const Tensor& flat) {
   MGPU_CHECK(flat.numel() == layout.padded_numel, "param_views: the flat buffer is ", flat.str(),
              " but the layout needs ", layout.padded_numel, " elements");
   std::vector<Tensor> views;
-  // TODO(task1) BEGIN: a view of `flat` per slot, at its offset, in its shape (about 2 lines).
+  // What you have: layout.slots; flat.view(offset, shape) (shares flat's storage).
+  // TODO(task1) BEGIN: one view of `flat` per slot, in slot order, shaped like its parameter:
+  // writing a view writes the flat buffer (about 2 lines).
   MGPU_FAIL("TODO(task1): param_views is not written yet (lessons/10_sharding/flat_layout.cpp)");
   // TODO(task1) END
   return views;
@@ -40,9 +44,11 @@ std::vector<ShardPiece> shard_pieces(const FlatLayout& layout, int rank) {
   MGPU_CHECK(rank >= 0 && rank < layout.world_size, "shard_pieces: rank ", rank,
              " of a layout for ", layout.world_size, " ranks");
   std::vector<ShardPiece> pieces;
-  // TODO(task1) BEGIN: the shard is [begin, end) of the flat buffer; each slot that
-  // overlaps it gives one piece: the overlap's start within the parameter and within the
-  // shard, and its length (about 10 lines).
+  // What you have: layout.shard_begin(r), layout.shard_numel, layout.slots; ShardPiece
+  // {slot, param_offset, shard_offset, numel}; std::max, std::min.
+  // TODO(task1) BEGIN: chapter §3's pieces of rank's shard [r*S, (r+1)*S): one per slot that
+  // overlaps it, in flat order, with where it starts in the parameter and in the shard and
+  // its length (> 0); padding and empty parameters give none (about 10 lines).
   MGPU_FAIL("TODO(task1): shard_pieces is not written yet (lessons/10_sharding/flat_layout.cpp); "
             "asked for rank ", rank);
   // TODO(task1) END

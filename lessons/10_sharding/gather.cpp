@@ -10,12 +10,16 @@ namespace mgpu::parallel {
 // Starts the all-gather of full_ from every rank's master shard; returns at once.
 void ShardedUnit::start_gather() {
   MGPU_CHECK(state_ != UnitState::gathering, "unit ", index_, ": an all-gather is already in flight");
-  // TODO(task2) BEGIN: give full_ its memory back if stage 3 released it (full_.storage());
-  // write this rank's master shard (shard_->value, fp32) into full_'s own chunk
-  // (own_chunk(full_)), cast to the compute dtype, unless that chunk already is the master
-  // shard (they share storage at fp32 stages 1-2); start the all-gather of full_ in place
-  // (group_.all_gather, its input the own chunk), log("all-gather", ...) it, remember its
-  // Work in gather_work_ and set state_ (about 8 lines).
+  // What you have: full_ [U] (compute dtype) and its storage(): holds_memory(),
+  // reallocate(), release(); own_chunk(t) (this rank's [S] view of a [U] tensor);
+  // shard_->value (the fp32 [S] master shard); t.shares_storage(u); cast_(dst, src);
+  // group_.all_gather(out, in) -> dist::Work (out gets every rank's in, rank 0's first; in
+  // may be out's own chunk); log(op, buffer, work); gather_work_; state_ (UnitState).
+  // TODO(task2) BEGIN: START chapter §4's all-gather (do not wait for it): once it completes,
+  // full_, in memory of its own again if stage 3 released it, holds every rank's master
+  // shard in the compute dtype, rank r's in chunk r. This rank's chunk is written only when
+  // it is not the master shard itself (fp32 at stages 1-2 share it). Logged as "all-gather";
+  // state_ says it is in flight (about 8 lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::start_gather is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END
@@ -24,7 +28,8 @@ void ShardedUnit::start_gather() {
 // Blocks until the all-gather is done: full_ (and every parameter's view of it) is current.
 void ShardedUnit::wait_gather() {
   MGPU_CHECK(state_ == UnitState::gathering, "unit ", index_, ": wait_gather without start_gather");
-  // TODO(task2) BEGIN: wait for gather_work_ and set state_ (2 lines).
+  // What you have: gather_work_ (a dist::Work: wait()); state_.
+  // TODO(task2) BEGIN: afterwards the all-gather is complete and state_ says so (2 lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::wait_gather is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END
@@ -33,8 +38,11 @@ void ShardedUnit::wait_gather() {
 // Stage 3, right after a forward or backward of the unit: only the shard stays.
 void ShardedUnit::free_full() {
   MGPU_CHECK(state_ != UnitState::gathering, "unit ", index_, ": free_full while gathering");
-  // TODO(task2) BEGIN: release full_'s memory (the layers' saved views keep the Storage
-  // object, not its memory) and set state_ (2 lines).
+  // What you have: full_.storage()->release() (frees the memory, keeps the Storage object
+  // and so every view of it); state_.
+  // TODO(task2) BEGIN: chapter §4's "free": full_'s memory goes back while the views the
+  // layers' saved contexts hold stay valid objects; state_ says the unit is sharded (2
+  // lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::free_full is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END

@@ -12,8 +12,11 @@ void ShardedUnit::on_grad_ready() {
   if (!armed_) return;  // a backward the unit did not arm (the model's own, not ours)
   MGPU_CHECK(pending_grads_ > 0, "ShardedDataParallel: unit ", index_, ": more gradients became "
              "ready than it has parameters (did a layer run twice in one forward?)");
-  // TODO(task3) BEGIN: count pending_grads_ down; at zero disarm (armed_) and launch the
-  // reduction (3 lines).
+  // What you have: pending_grads_ (gradients of the unit not final yet); armed_;
+  // launch_grad_reduction().
+  // TODO(task3) BEGIN: lesson 05's hook with the unit as the bucket: the reduction is
+  // launched exactly once, when the unit's last gradient becomes final, and the hooks are
+  // disarmed from then on (3 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::on_grad_ready is not written yet "
             "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END
@@ -21,11 +24,17 @@ void ShardedUnit::on_grad_ready() {
 
 // Starts the average of full_grad_ over the ranks on the communication thread.
 void ShardedUnit::launch_grad_reduction() {
-  // TODO(task3) BEGIN: divide full_grad_ by world_ first (DDP's order: the sum of 16-bit
-  // gradients stays in range), then stage 1: all-reduce (sum) full_grad_ in place, logged as
-  // "all-reduce"; stages 2-3: reduce-scatter (sum) it into a new reduced_ of shard_numel
-  // elements in the compute dtype, logged as "reduce-scatter". Keep the Work in
-  // reduce_work_ and set reduction_launched_ (about 10 lines).
+  // What you have: full_grad_ [U] (compute dtype); world_; stage_; layout_.shard_numel;
+  // compute_dtype_; scale_(t, alpha); group_.all_reduce(t, dist::ReduceOp::sum),
+  // group_.reduce_scatter(out, in, dist::ReduceOp::sum) (out: this rank's [S] chunk of the
+  // sum), each -> dist::Work; Tensor::empty(shape, dtype, device); log(op, buffer, work);
+  // reduce_work_; reduced_; reduction_launched_.
+  // TODO(task3) BEGIN: START chapter §4's reduction of the unit's gradient (do not wait):
+  // stage 1 all-reduces full_grad_ in place, stages 2-3 reduce-scatter it into a new
+  // reduced_ [S] in the compute dtype. What arrives is the AVERAGE over the ranks, each
+  // rank's share divided by N before the sum (as DDP does: a sum of 16-bit gradients stays
+  // in range). Logged as "all-reduce" or "reduce-scatter"; reduction_launched_ says it is in
+  // flight (about 10 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::launch_grad_reduction is not written yet "
             "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END
@@ -34,11 +43,14 @@ void ShardedUnit::launch_grad_reduction() {
 // Waits for the reduction; this rank's averaged chunk joins the master gradient.
 void ShardedUnit::finish_grad_reduction() {
   if (!reduction_launched_) return;
-  // TODO(task3) BEGIN: wait for reduce_work_; this rank's averaged chunk is own_chunk of
-  // full_grad_ (stage 1) or reduced_ (stages 2-3): add it to shard_->grad (fp32: cast a
-  // 16-bit chunk first), so gradients accumulate over backwards until zero_grad. Stages
-  // 2-3 keep no full gradient: drop full_grad_, reduced_ and every parameter's grad
-  // (params_) (about 8 lines).
+  // What you have: reduce_work_ (a dist::Work: wait()); own_chunk(t); full_grad_, reduced_;
+  // shard_->grad (fp32 [S]); add_(t, u); cast(t, dtype); params_ (each parameter's grad);
+  // stage_.
+  // TODO(task3) BEGIN: afterwards this rank's averaged chunk (full_grad_'s at stage 1,
+  // reduced_ at stages 2-3) has been ADDED to shard_->grad in fp32, so gradients accumulate
+  // over backwards until zero_grad. Stage 1 keeps param.grad, the averaged full gradient;
+  // stages 2-3 keep no full gradient: not full_grad_, not reduced_, no parameter's grad
+  // (about 8 lines).
   MGPU_FAIL("TODO(task3): ShardedUnit::finish_grad_reduction is not written yet "
             "(lessons/10_sharding/unit_grad_reduction.cpp); called for unit ", index_);
   // TODO(task3) END

@@ -6,11 +6,14 @@
 namespace mgpu::parallel {
 
 Tensor ShardedUnit::forward(const Tensor& x) {
-  // TODO(task4) BEGIN: (1) if the full parameters are not current (needs_gather()), get
-  // them: start the all-gather unless a prefetch started it (state_), then wait; (2) start
-  // the all-gather of prefetch_forward_ (if any, and only if it is sharded and idle) so
-  // that it runs while this unit computes; (3) run the layers on x in the compute dtype
-  // (to_compute, run_forward); (4) stage 3: free the full parameters (about 10 lines).
+  // What you have: needs_gather(); state_ (UnitState); start_gather(), wait_gather(),
+  // free_full() (your task 2); prefetch_forward_ (a ShardedUnit, or null) with its state()
+  // and start_gather(); to_compute(x); run_forward(x); stage_.
+  // TODO(task4) BEGIN: chapter §4's forward of a unit, with §7's prefetch: the layers run
+  // on current full parameters and on x in the compute dtype; no all-gather is started
+  // twice (a prefetch may have started this unit's); the next unit's all-gather, if it is
+  // sharded and idle, runs while this unit computes; at stage 3 only the shard remains
+  // afterwards. Returns the layers' output (about 10 lines).
   if (needs_gather()) {
     if (state_ == UnitState::sharded) start_gather();
     wait_gather();
@@ -24,11 +27,13 @@ Tensor ShardedUnit::forward(const Tensor& x) {
 }
 
 Tensor ShardedUnit::backward(const Tensor& grad_out) {
-  // TODO(task4) BEGIN: (1) the full parameters again if they are not current (stage 3
-  // freed them), as in forward; (2) prefetch prefetch_backward_ the same way; (3)
-  // begin_backward() (a zeroed gradient buffer, hooks armed), run the layers backward on
-  // grad_out in the compute dtype, end_backward() (the reduction starts if no hook started
-  // it); (4) stage 3: free the full parameters (about 12 lines).
+  // What you have: the same as forward's, with prefetch_backward_; begin_backward() (a
+  // zeroed gradient buffer, the hooks armed); run_backward(g); end_backward() (launches the
+  // reduction if no hook did).
+  // TODO(task4) BEGIN: chapter §4's backward of a unit: forward's guarantees, with the unit
+  // before it prefetched; the layers' gradients land in a fresh, armed gradient buffer, and
+  // the unit's reduction is launched by the time it returns. Returns the gradient for the
+  // unit's input (about 12 lines).
   if (needs_gather()) {
     if (state_ == UnitState::sharded) start_gather();
     wait_gather();
