@@ -1,6 +1,6 @@
 // Lesson 00, task 2: the block-level sum on the CPU (against f64 sums, and in the kernel's
 // tree order) and on CUDA (against the CPU twin).
-#include "helpers.h"
+#include "gpu_basics_test_util.h"
 
 #include "gpu.h"
 #include "mgpu/device.h"

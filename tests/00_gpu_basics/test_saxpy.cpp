@@ -1,5 +1,5 @@
 // Lesson 00, task 1: SAXPY on the CPU (against an f64 loop) and on CUDA (against the CPU twin).
-#include "helpers.h"
+#include "gpu_basics_test_util.h"
 
 #include "gpu.h"
 #include "mgpu/device.h"

@@ -1,6 +1,6 @@
 // Lesson 01, task 1: the learner's Linear, forward values and gradients (finite
 // differences in f64), accumulation, hooks, frozen weights.
-#include "helpers.h"
+#include "single_gpu_test_util.h"
 #include "mgpu/nn/init.h"
 
 using namespace lesson01_test;
@@ -30,8 +30,8 @@ TEST_CASE("task1: Linear gradients match finite differences (f64)",
     mgpu::nn::manual_seed(2);
     Linear lin(5, 4, bias);
     lin.to(DType::f64);
-    Tensor x = random_tensor({3, 5}, 10);
-    Tensor w = random_tensor({3, 4}, 11);  // L = sum(y * w), so dL/dy = w
+    Tensor x = uniform_tensor({3, 5}, 10);
+    Tensor w = uniform_tensor({3, 4}, 11);  // L = sum(y * w), so dL/dy = w
     lin.zero_grad();
     lin.forward(x);
     Tensor dx = lin.backward(w);
@@ -77,7 +77,7 @@ TEST_CASE("task1: Linear adds to gradients and fires each hook once, with the fi
       fired.push_back(q.name());
       if (q.name() == "weight") seen_weight_grad = values(q.grad);
     });
-  Tensor x = random_tensor({2, 4}, 20), g = random_tensor({2, 3}, 21);
+  Tensor x = uniform_tensor({2, 4}, 20), g = uniform_tensor({2, 3}, 21);
   lin.forward(x);
   lin.backward(g);
   const auto once = values(lin.weight().grad);
@@ -102,7 +102,7 @@ TEST_CASE("task1: a frozen weight gets no gradient; backward still returns dL/dx
   lin.weight().set_requires_grad(false);
   int hooks = 0;
   lin.weight().add_grad_ready_hook([&](mgpu::nn::Parameter&) { ++hooks; });
-  Tensor x = random_tensor({2, 4}, 30), g = random_tensor({2, 3}, 31);
+  Tensor x = uniform_tensor({2, 4}, 30), g = uniform_tensor({2, 3}, 31);
   lin.forward(x);
   Tensor dx = lin.backward(g);
   CHECK(hooks == 0);
@@ -114,7 +114,7 @@ TEST_CASE("task1: Linear on CUDA matches the CPU", "[01_single_gpu][task1][point
   Linear cpu(37, 19);
   auto gpu = cpu.clone();
   gpu->to(mgpu::Device::cuda(0));
-  Tensor x = random_tensor({23, 37}, 40, DType::f32), g = random_tensor({23, 19}, 41, DType::f32);
+  Tensor x = uniform_tensor({23, 37}, 40, DType::f32), g = uniform_tensor({23, 19}, 41, DType::f32);
   Tensor y = cpu.forward(x);
   Tensor yg = gpu->forward(x.to(mgpu::Device::cuda(0)));
   L01_CHECK_CLOSE(yg, y, 1e-5, 1e-5);

@@ -1,6 +1,6 @@
 // Lesson 01, task 2: SGD with momentum and weight decay, against the update formula
 // written out here, over 3 steps.
-#include "helpers.h"
+#include "single_gpu_test_util.h"
 #include "mgpu/copy.h"
 
 using namespace lesson01_test;

@@ -1,6 +1,6 @@
 // Lesson 02, all tasks together: DataParallel must compute what one device computes.
 // The models are f64 so "equal" can mean 1e-12: only the order of additions differs.
-#include "helpers.h"
+#include "data_parallel_test_util.h"
 
 #include "gpu.h"
 #include "mgpu/allocator.h"

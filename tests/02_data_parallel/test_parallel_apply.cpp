@@ -1,6 +1,6 @@
 // Lesson 02, task 4: parallel_apply runs the replicas at the same time and brings their
 // errors back to the caller.
-#include "helpers.h"
+#include "data_parallel_test_util.h"
 
 #include <atomic>
 #include <chrono>

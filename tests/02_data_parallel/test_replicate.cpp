@@ -1,5 +1,5 @@
 // Lesson 02, tasks 2 and 3: replicas, the broadcast of weights, the reduce-add of gradients.
-#include "helpers.h"
+#include "data_parallel_test_util.h"
 
 #include "mgpu/copy.h"
 #include "mgpu/ops.h"

@@ -1,5 +1,5 @@
 // Lesson 02, task 1: chunk sizes, scatter and its inverse, gather.
-#include "helpers.h"
+#include "data_parallel_test_util.h"
 
 using namespace lesson02_test;
 namespace l02 = mgpu::lesson02;

@@ -2,7 +2,7 @@
 // full batch with at most K - k micro-batches' saved contexts alive on stage k.
 #include <sstream>
 
-#include "helpers.h"
+#include "model_parallel_test_util.h"
 
 using namespace lesson03_test;
 

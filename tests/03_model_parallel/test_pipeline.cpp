@@ -1,6 +1,6 @@
 // Lesson 03, task 3 and everything together: micro-batches, loss scaling, and the pipeline
 // whose accumulated gradients equal the full-batch gradients.
-#include "helpers.h"
+#include "model_parallel_test_util.h"
 
 #include "gpu.h"
 #include "mgpu/ops.h"

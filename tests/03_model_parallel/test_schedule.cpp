@@ -1,5 +1,5 @@
 // Lesson 03, task 2: the GPipe schedule on its own clock, and its bubble.
-#include "helpers.h"
+#include "model_parallel_test_util.h"
 
 using namespace lesson03_test;
 using l03::Op;

@@ -1,5 +1,5 @@
 // Lesson 03, task 1: a model split across devices computes what the whole model computes.
-#include "helpers.h"
+#include "model_parallel_test_util.h"
 
 using namespace lesson03_test;
 

@@ -7,7 +7,7 @@
 #include <cmath>
 
 #include "collectives.h"
-#include "counting_group.h"
+#include "collectives_test_util.h"
 
 using namespace mgpu;
 using namespace mgpu::lesson04;

@@ -10,6 +10,9 @@
 #include <string>
 #include <vector>
 
+#include "error_measures.h"
+#include "forwarding_group.h"
+#include "groups.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/nn/all.h"
@@ -25,24 +28,9 @@ using mgpu::Tensor;
 namespace nn = mgpu::nn;
 namespace dist = mgpu::dist;
 
-/// The CPU (mpi) group shared by every multi-rank test, created on first use (every rank
-/// runs the same tests in the same order, so every rank creates it at the same point).
-inline dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;  // a learner's bug that hangs a collective fails the job in a minute
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
-
-/// True on every rank when `ok` is true on every rank: a check all ranks report the same.
-inline bool all_ranks(bool ok) {
-  Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});
-  group().all_reduce(t, dist::ReduceOp::min).wait();
-  return t.to_vector<std::int32_t>()[0] == 1;
-}
+using mgpu::testing::all_ranks;
+using mgpu::testing::group;
+using mgpu::testing::max_abs_diff;
 
 /// A model with DDP's classic traps, inputs [N, 6] -> logits [N, 3]:
 ///   fc1 (Linear 6->8) -> ReLU -> frozen (Linear 8->8, requires_grad off) -> head (Linear 8->3)
@@ -138,55 +126,11 @@ struct ToyData {
   }
 };
 
-/// Largest |a - b| over two tensors of the same size.
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  if (x.size() != y.size()) return INFINITY;
-  double d = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
-  return d;
-}
-
 /// A ProcessGroup that forwards every op to `inner` and counts them: tests see exactly which
 /// collectives a DDP issued (and can check that no_sync issues none).
-class CountingGroup : public dist::ProcessGroup {
+class CountingGroup : public mgpu::testing::ForwardingGroup {
  public:
-  explicit CountingGroup(dist::ProcessGroup& inner)
-      : dist::ProcessGroup(inner.rank(), inner.size()), inner_(inner) {}
-  std::string backend_name() const override { return inner_.backend_name(); }
-  Device device() const override { return inner_.device(); }
-
-  dist::Work all_reduce(const Tensor& t, dist::ReduceOp op) override {
-    ++collectives;
-    all_reduce_numels.push_back(t.numel());
-    all_reduce_inputs.push_back(t.to(Device::cpu()).to_vector<double>());  // as sent
-    return inner_.all_reduce(t, op);
-  }
-  dist::Work broadcast(const Tensor& t, int root) override {
-    ++collectives;
-    return inner_.broadcast(t, root);
-  }
-  dist::Work reduce(const Tensor& t, int root, dist::ReduceOp op) override {
-    ++collectives;
-    return inner_.reduce(t, root, op);
-  }
-  dist::Work all_gather(const Tensor& out, const Tensor& in) override {
-    ++collectives;
-    return inner_.all_gather(out, in);
-  }
-  dist::Work reduce_scatter(const Tensor& out, const Tensor& in, dist::ReduceOp op) override {
-    ++collectives;
-    return inner_.reduce_scatter(out, in, op);
-  }
-  dist::Work barrier() override {
-    ++collectives;
-    return inner_.barrier();
-  }
-  dist::Work send(const Tensor& t, int dst, int tag) override { return inner_.send(t, dst, tag); }
-  dist::Work recv(const Tensor& t, int src, int tag) override { return inner_.recv(t, src, tag); }
-  dist::Work batch_isend_irecv(const std::vector<dist::P2POp>& ops) override {
-    return inner_.batch_isend_irecv(ops);
-  }
+  explicit CountingGroup(dist::ProcessGroup& inner) : ForwardingGroup(inner) {}
   void reset() {
     collectives = 0;
     all_reduce_numels.clear();
@@ -197,8 +141,13 @@ class CountingGroup : public dist::ProcessGroup {
   std::vector<std::int64_t> all_reduce_numels;
   std::vector<std::vector<double>> all_reduce_inputs;  ///< each all_reduce's tensor, as issued
 
- private:
-  dist::ProcessGroup& inner_;
+ protected:
+  void on_collective(const std::string& op, const Tensor& t) override {
+    ++collectives;
+    if (op != "all_reduce") return;
+    all_reduce_numels.push_back(t.numel());
+    all_reduce_inputs.push_back(t.to(Device::cpu()).to_vector<double>());  // as sent
+  }
 };
 
 }  // namespace ddp_test

@@ -12,9 +12,10 @@
 #include <vector>
 
 #include "mgpu/parallel/all.h"
-#include "../common/parallel/sync_bn_test_util.h"
+#include "sync_bn_checks.h"
 
-using namespace sbn_test;
+using namespace mgpu;
+using namespace mgpu::testing;
 namespace par = mgpu::parallel;
 
 namespace {
@@ -167,7 +168,7 @@ TEST_CASE("task3: one all_reduce of 2C values; grad_weight and grad_bias are thi
           "[06_sync_batchnorm][task3][points:1]") {
   const int W = group().size();
   const Split split = uneven_split();
-  CountingGroup counting(group());
+  RecordingGroup counting(group());
   auto bn = layer_on<par::SyncBatchNorm>(counting)(4);
   const Tensor x_all = global_batch({split.total(), 4}, 13, DType::f64);
   const Tensor dy_all = global_batch({split.total(), 4}, 14, DType::f64);

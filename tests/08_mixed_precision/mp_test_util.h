@@ -10,6 +10,7 @@
 #include <memory>
 #include <vector>
 
+#include "groups.h"
 #include "mgpu/amp/all.h"
 #include "mgpu/amp/train_step.h"
 #include "mgpu/data/dataset.h"
@@ -17,6 +18,8 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
+#include "random_data.h"
+#include "reference_models.h"
 
 namespace mptest {
 
@@ -26,25 +29,11 @@ const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 /// One nn::Linear 4 -> 3 and an SGD(lr 0.1) on it; gradients set by hand.
-struct Toy {
-  std::shared_ptr<nn::Linear> layer;
-  std::unique_ptr<optim::SGD> sgd;
-  explicit Toy(std::uint64_t seed = 1) {
-    nn::manual_seed(seed);
-    layer = std::make_shared<nn::Linear>(4, 3);
-    sgd = std::make_unique<optim::SGD>(layer->parameters(), optim::SGDOptions{0.1});
-  }
-  void set_grads(float value) {
-    for (nn::Parameter* p : layer->parameters()) fill_(p->grad, value);
-  }
-  std::vector<float> weights() const { return layer->weight().value.to_vector<float>(); }
-};
+using Toy = testing::LinearWithSgd;
 
 /// Uniform values in [lo, hi) from a seed.
 inline Tensor random(const Shape& s, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  Tensor t = Tensor::empty(s);
-  uniform_(t, seed, lo, hi);
-  return t;
+  return testing::uniform_tensor(s, seed, DType::f32, lo, hi);
 }
 
 /// Samples [begin, begin + n) of a dataset as a batch: x [n, features], y [n] (i64).
@@ -145,15 +134,6 @@ inline amp::StepResult reference_step(nn::Module& m, nn::CrossEntropyLoss& loss,
   return r;
 }
 
-/// One quiet CPU group over the world for the whole multi-rank test binary.
-inline dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
+using testing::group;
 
 }  // namespace mptest

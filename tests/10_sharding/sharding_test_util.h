@@ -1,6 +1,6 @@
-// Helpers of lesson 10's tests: the CPU group, a toy MLP whose parameter counts do not divide
-// by 2 or 3, data, a DDP reference run and a sharded run of the same steps, and checks that
-// every rank reports the same.
+// Helpers of lesson 10's tests: the CPU group, the toy models, data and comparison runs
+// of tests/support (shared with the library's sharding tests), and checks that every rank
+// reports the same.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include "error_measures.h"
+#include "groups.h"
 #include "mgpu/allocator.h"
 #include "mgpu/copy.h"
 #include "mgpu/dist/dist.h"
@@ -21,6 +23,7 @@
 #include "mgpu/optim/adamw.h"
 #include "mgpu/parallel/all.h"
 #include "mgpu/tensor.h"
+#include "sharding_runs.h"
 
 namespace shard_test {
 
@@ -33,184 +36,6 @@ namespace dist = mgpu::dist;
 namespace optim = mgpu::optim;
 namespace par = mgpu::parallel;
 
-/// The CPU (mpi) group every test shares, created on first use (every rank runs the same
-/// tests in the same order, so every rank creates it at the same point).
-inline dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;  // a collective a rank never joins fails the job in a minute
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
-
-/// True on every rank when `ok` is true on every rank.
-inline bool all_ranks(bool ok) {
-  Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});
-  group().all_reduce(t, dist::ReduceOp::min).wait();
-  return t.to_vector<std::int32_t>()[0] == 1;
-}
-
-/// The largest value of `x` over the ranks.
-inline double max_over_ranks(double x) {
-  Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});
-  group().all_reduce(t, dist::ReduceOp::max).wait();
-  return t.to_vector<double>()[0];
-}
-
-/// Flatten, Linear 7->5, ReLU, Linear 5->4, ReLU, Linear 4->3: 40 + 24 + 15 = 79 parameters,
-/// units of 40, 24 and 15 elements: odd sizes, so 2 and 3 ranks both need padding.
-inline std::shared_ptr<nn::Sequential> toy_mlp(std::uint64_t seed) {
-  nn::manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>();
-  m->add(std::make_shared<nn::Flatten>());
-  m->add(std::make_shared<nn::Linear>(7, 5));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(5, 4));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(4, 3));
-  return m;
-}
-
-/// `layers` Linear(width, width) with ReLU between: equal units for the memory checks.
-inline std::shared_ptr<nn::Sequential> square_mlp(std::int64_t width, int layers, std::uint64_t seed) {
-  nn::manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>();
-  for (int i = 0; i < layers; ++i) {
-    if (i > 0) m->add(std::make_shared<nn::ReLU>());
-    m->add(std::make_shared<nn::Linear>(width, width));
-  }
-  return m;
-}
-
-/// Step `step`'s batch of rank `rank`: `rows` samples of `features` features and labels in
-/// [0, classes), different on every rank and step, reproducible.
-inline void rank_batch(int rank, int step, std::int64_t rows, std::int64_t features,
-                       std::int64_t classes, Tensor& x, Tensor& y) {
-  x = Tensor::empty({rows, features});
-  mgpu::normal_(x, 1000 + 97 * static_cast<std::uint64_t>(step) + static_cast<std::uint64_t>(rank));
-  std::vector<std::int64_t> labels;
-  for (std::int64_t i = 0; i < rows; ++i) labels.push_back((i * 7 + step * 3 + rank) % classes);
-  y = Tensor::from_vector(labels, {rows});
-}
-
-/// Sharding at `stage` with units of at most `cap` bytes (0: a unit per layer).
-inline par::ShardingOptions stage_options(int stage, std::size_t cap = 0, bool prefetch = true) {
-  par::ShardingOptions o;
-  o.stage = stage;
-  o.unit_cap_bytes = cap;
-  o.prefetch = prefetch;
-  return o;
-}
-
-/// Options of the comparison runs.
-struct RunSpec {
-  int steps = 4;
-  std::int64_t rows = 5;  ///< per rank per step
-  std::int64_t features = 7;
-  std::int64_t classes = 3;
-  optim::AdamWOptions adamw{1e-2, 0.9, 0.999, 1e-8, 1e-2};
-};
-
-/// One forward/backward of a model on this rank's batch of `step`.
-inline void forward_backward(nn::Module& m, const RunSpec& spec, int step) {
-  Tensor x, y;
-  rank_batch(group().rank(), step, spec.rows, spec.features, spec.classes, x, y);
-  nn::CrossEntropyLoss loss;
-  loss.forward(m.forward(x), y);
-  m.backward(loss.backward());
-}
-
-/// The parameters after spec.steps AdamW steps under the library's DDP.
-inline std::map<std::string, Tensor> train_ddp(std::shared_ptr<nn::Sequential> model,
-                                               const RunSpec& spec) {
-  par::DistributedDataParallel ddp(model, group());
-  optim::AdamW opt(ddp.parameters(), spec.adamw);
-  for (int s = 0; s < spec.steps; ++s) {
-    opt.zero_grad();
-    forward_backward(ddp, spec, s);
-    opt.step();
-  }
-  std::map<std::string, Tensor> out;
-  for (auto& [name, p] : model->named_parameters()) out[name] = p->value.clone();
-  return out;
-}
-
-/// The parameters after spec.steps AdamW steps sharded with `options`.
-inline std::map<std::string, Tensor> train_sharded(std::shared_ptr<nn::Sequential> model,
-                                                   const RunSpec& spec,
-                                                   const par::ShardingOptions& options) {
-  par::ShardedDataParallel sdp(model, group(), options);
-  optim::AdamW opt(sdp.parameters(), spec.adamw);
-  for (int s = 0; s < spec.steps; ++s) {
-    opt.zero_grad();
-    forward_backward(sdp, spec, s);
-    opt.step();
-  }
-  return sdp.full_parameters();
-}
-
-/// Largest |a - b| over two tensors of the same size (infinity when the sizes differ).
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  if (x.size() != y.size()) return INFINITY;
-  double d = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
-  return d;
-}
-
-/// Largest difference between two sets of named parameters (infinity when a name is missing).
-inline double max_param_diff(const std::map<std::string, Tensor>& a,
-                             const std::map<std::string, Tensor>& b) {
-  if (a.size() != b.size()) return INFINITY;
-  double worst = 0;
-  for (const auto& [name, t] : a) {
-    auto it = b.find(name);
-    if (it == b.end()) return INFINITY;
-    worst = std::max(worst, max_abs_diff(t, it->second));
-  }
-  return worst;
-}
-
-/// Bytes allocated on the CPU now.
-inline double allocated_bytes() {
-  return static_cast<double>(mgpu::memory_stats(Device::cpu()).allocated);
-}
-
-/// What a sharded run holds per rank, measured, beside the formula.
-struct MemoryMeasurement {
-  double persistent = 0;         ///< bytes still allocated after the step
-  double peak = 0;               ///< most bytes allocated during the step
-  par::MemoryPrediction formula; ///< ShardedDataParallel::predicted_memory()
-};
-
-/// Three AdamW steps of four equal units of 128*128 + 128 elements on batches of 2 rows
-/// (activations are a few KiB against about a MiB of parameters, gradients and moments);
-/// the last step measured from the allocator's counters, relative to before the model.
-inline MemoryMeasurement measure_memory(int stage, DType compute) {
-  MemoryMeasurement m;
-  const double before = allocated_bytes();
-  auto model = square_mlp(128, 4, 21);
-  par::ShardingOptions o;
-  o.stage = stage;
-  o.compute_dtype = compute;
-  par::ShardedDataParallel sdp(model, group(), o);
-  optim::AdamW opt(sdp.parameters(), {});
-  RunSpec spec;
-  spec.rows = 2;
-  spec.features = 128;
-  spec.classes = 128;
-  for (int step = 0; step < 3; ++step) {
-    mgpu::reset_peak_memory(Device::cpu());
-    opt.zero_grad();
-    forward_backward(sdp, spec, step);
-    opt.step();
-    m.persistent = allocated_bytes() - before;
-    m.peak = static_cast<double>(mgpu::memory_stats(Device::cpu()).peak_allocated) - before;
-  }
-  m.formula = sdp.predicted_memory();
-  return m;
-}
+using namespace mgpu::testing;  // group(), all_ranks(), the runs, the error measures
 
 }  // namespace shard_test

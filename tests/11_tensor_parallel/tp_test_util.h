@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
+#include "error_measures.h"
+#include "groups.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/tp/tensor_parallel.h"
+#include "random_data.h"
+#include "reference_models.h"
 
 namespace tp_test {
 
@@ -24,10 +28,7 @@ namespace tpar = mgpu::parallel::tp;  // tensor parallelism: lesson 11 writes it
 
 /// Options for the tests' groups: quiet, and a stuck collective fails in a minute.
 inline dist::GroupOptions quiet() {
-  dist::GroupOptions o;
-  o.announce = false;
-  o.timeout_s = std::min(dist::default_timeout_s(), 60.0);
-  return o;
+  return testing::quiet_options(std::min(dist::default_timeout_s(), 60.0));
 }
 
 /// A CPU group over every rank, created once (every rank runs the same tests in order).
@@ -58,19 +59,10 @@ inline std::vector<std::vector<int>> consecutive_blocks(int size) {
 
 /// Values in [-1, 1) from a seed: the same on every rank for the same salt.
 inline Tensor random_tensor(const Shape& shape, unsigned salt) {
-  std::mt19937 gen(Catch::rngSeed() * 7919u + salt * 104729u + 17u);
-  std::uniform_real_distribution<double> dist(-1.0, 1.0);
-  std::vector<double> v(static_cast<std::size_t>(shape_numel(shape)));
-  for (double& x : v) x = dist(gen);
-  return Tensor::from_vector(v, shape);
+  return testing::random_tensor(shape, salt, DType::f64, Device::cpu(), /*stream=*/17u);
 }
 
-inline Tensor random_labels(std::int64_t n, std::int64_t classes, unsigned salt) {
-  std::mt19937 gen(Catch::rngSeed() * 31u + salt);
-  std::vector<std::int64_t> v(static_cast<std::size_t>(n));
-  for (auto& x : v) x = static_cast<std::int64_t>(gen() % static_cast<unsigned>(classes));
-  return Tensor::from_vector(v, {n});
-}
+using testing::random_labels;
 
 /// A Linear in f64 with seeded weights (the same on every rank).
 inline std::shared_ptr<nn::Linear> f64_linear(std::int64_t in, std::int64_t out, bool bias,
@@ -84,28 +76,12 @@ inline std::shared_ptr<nn::Linear> f64_linear(std::int64_t in, std::int64_t out,
 /// in -> h1 -> mid -> h2 -> classes with ReLUs: two Megatron blocks (Linear, ReLU, Linear)
 /// joined by a ReLU, f64. Hidden sizes 11 and 13 split unevenly over 2, 3 and 4 ranks.
 inline std::shared_ptr<nn::Sequential> two_block_model(std::uint64_t seed) {
-  nn::manual_seed(seed);
-  auto m = std::make_shared<nn::Sequential>();
-  m->add(std::make_shared<nn::Linear>(5, 11));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(11, 8));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(8, 13));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(13, 4));
+  auto m = testing::mlp({5, 11, 8, 13, 4}, seed);
   m->to(DType::f64);
   return m;
 }
 
-/// Largest |a - b| / (|b| + 1).
-inline double max_rel_diff(const Tensor& a, const Tensor& b) {
-  REQUIRE(a.shape() == b.shape());
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double worst = 0;
-  for (std::size_t i = 0; i < x.size(); ++i)
-    worst = std::max(worst, std::fabs(x[i] - y[i]) / (std::fabs(y[i]) + 1.0));
-  return worst;
-}
+using testing::max_rel_diff;
 
 /// Collectives `group` issued while `body` ran (the runtime counts them).
 template <typename F>

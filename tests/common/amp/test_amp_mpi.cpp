@@ -8,39 +8,26 @@
 #include <memory>
 #include <vector>
 
+#include "groups.h"
 #include "mgpu/amp/all.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/ddp/ddp.h"
+#include "reference_models.h"
 
 using namespace mgpu;
 
 namespace {
 
-dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
+using testing::group;
 
 int rank() { return group().rank(); }
 int last_rank() { return group().size() - 1; }
 
 // The same small MLP on every rank (same seed), 6 -> 8 -> 3.
-std::shared_ptr<nn::Sequential> make_mlp() {
-  nn::manual_seed(21);
-  auto m = std::make_shared<nn::Sequential>();
-  m->add(std::make_shared<nn::Linear>(6, 8));
-  m->add(std::make_shared<nn::ReLU>());
-  m->add(std::make_shared<nn::Linear>(8, 3));
-  return m;
-}
+std::shared_ptr<nn::Sequential> make_mlp() { return testing::mlp({6, 8, 3}, 21); }
 
 // This rank's batch: 4 rows, different on every rank.
 void batch(Tensor& x, Tensor& y) {

@@ -12,6 +12,7 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
+#include "reference_models.h"
 
 using namespace mgpu;
 
@@ -21,19 +22,7 @@ const float kInf = std::numeric_limits<float>::infinity();
 const float kNaN = std::numeric_limits<float>::quiet_NaN();
 
 // One Linear 4 -> 3 and an SGD on it; step() with the gradients set by hand.
-struct Toy {
-  std::shared_ptr<nn::Linear> layer;
-  std::unique_ptr<optim::SGD> sgd;
-  explicit Toy(std::uint64_t seed = 1) {
-    nn::manual_seed(seed);
-    layer = std::make_shared<nn::Linear>(4, 3);
-    sgd = std::make_unique<optim::SGD>(layer->parameters(), optim::SGDOptions{0.1});
-  }
-  void set_grads(float value) {
-    for (nn::Parameter* p : layer->parameters()) fill_(p->grad, value);
-  }
-  std::vector<float> weights() { return layer->weight().value.to_vector<float>(); }
-};
+using Toy = testing::LinearWithSgd;
 
 }  // namespace
 

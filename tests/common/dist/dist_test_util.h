@@ -5,6 +5,7 @@
 #include <cstdint>
 #include <vector>
 
+#include "groups.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/tensor.h"
 
@@ -13,11 +14,7 @@ namespace mgpu::testing {
 /// A CPU (mpi) group over the world, created by the first test that asks for it. Every rank
 /// runs the same tests in the same order, so every rank creates it at the same point.
 inline dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
+  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", Device::cpu(), quiet_options());
   return *g;
 }
 

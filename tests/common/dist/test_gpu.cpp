@@ -63,11 +63,7 @@ void check_collectives_on_gpu(dist::ProcessGroup& pg) {
   pg.barrier().wait();
 }
 
-dist::GroupOptions quiet() {
-  dist::GroupOptions o;
-  o.announce = false;
-  return o;
-}
+dist::GroupOptions quiet() { return testing::quiet_options(); }
 
 }  // namespace
 

@@ -13,8 +13,7 @@ using mgpu::testing::values_of;
 namespace {
 
 dist::GroupOptions quiet(int debug = -1) {
-  dist::GroupOptions o;
-  o.announce = false;
+  dist::GroupOptions o = testing::quiet_options();
   o.debug = debug;
   return o;
 }

@@ -14,6 +14,7 @@
 #include "mgpu/nn/module.h"
 #include "mgpu/ops.h"
 #include "mgpu/tensor.h"
+#include "random_data.h"
 
 namespace nntest {
 
@@ -21,13 +22,7 @@ using mgpu::DType;
 using mgpu::Shape;
 using mgpu::Tensor;
 
-/// Uniform values in [lo, hi) from a seed (CPU).
-inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64,
-                            double lo = -1.0, double hi = 1.0) {
-  Tensor t = Tensor::empty(shape, dtype);
-  mgpu::uniform_(t, seed, lo, hi);
-  return t;
-}
+using mgpu::testing::uniform_tensor;
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 
@@ -90,7 +85,7 @@ inline void gradcheck(mgpu::nn::Module& m, Tensor x, std::uint64_t seed,
   m.zero_grad();
   before_forward();
   Tensor y = m.forward(x);
-  Tensor w = random_tensor(y.shape(), seed);  // dL/dy
+  Tensor w = uniform_tensor(y.shape(), seed);  // dL/dy
   Tensor grad_x = m.backward(w);
   REQUIRE(grad_x.shape() == x.shape());
 

@@ -17,7 +17,7 @@ using namespace mgpu;
 using namespace mgpu::nn;
 using mgpu::testing::gpu_rtol;
 using nntest::check_close;
-using nntest::random_tensor;
+using nntest::uniform_tensor;
 
 namespace {
 
@@ -49,8 +49,8 @@ TEST_CASE("CUDA batch-norm statistics and backward sums match the CPU on awkward
     for (const Shape& s : shapes) {
       INFO(dtype_name(dt) << shape_str(s));
       // Values off zero, so that a mean and its rounding are of a visible size.
-      Tensor x = random_tensor(s, ++seed, dt, -0.5, 1.5);
-      Tensor g = random_tensor(s, ++seed, dt);
+      Tensor x = uniform_tensor(s, ++seed, dt, -0.5, 1.5);
+      Tensor g = uniform_tensor(s, ++seed, dt);
       const BatchNormStats st = batch_norm_stats(x), sg = batch_norm_stats(x.to(kGpu));
       CHECK(sg.count == st.count);
       check_close(cpu(sg.mean), st.mean, stats_rtol(dt), stats_atol(dt), "mean");
@@ -91,13 +91,13 @@ TEST_CASE("CUDA batch-norm apply and backward apply give the CPU's bits on the s
     INFO(dtype_name(dt));
     const Shape s{16, 7, 13, 11};
     const DType sdt = dt == DType::f64 ? DType::f64 : DType::f32;
-    Tensor x = random_tensor(s, ++seed, dt), g = random_tensor(s, ++seed, dt);
-    Tensor w = random_tensor({7}, ++seed, dt), b = random_tensor({7}, ++seed, dt);
+    Tensor x = uniform_tensor(s, ++seed, dt), g = uniform_tensor(s, ++seed, dt);
+    Tensor w = uniform_tensor({7}, ++seed, dt), b = uniform_tensor({7}, ++seed, dt);
     // Per-channel inputs made here, identical on both sides: only the kernels differ.
-    Tensor mean = random_tensor({7}, ++seed, sdt, -0.1, 0.1);
-    Tensor invstd = random_tensor({7}, ++seed, sdt, 0.5, 2.0);
-    Tensor sum_dy = random_tensor({7}, ++seed, sdt, -50, 50);
-    Tensor sum_dyx = random_tensor({7}, ++seed, sdt, -50, 50);
+    Tensor mean = uniform_tensor({7}, ++seed, sdt, -0.1, 0.1);
+    Tensor invstd = uniform_tensor({7}, ++seed, sdt, 0.5, 2.0);
+    Tensor sum_dy = uniform_tensor({7}, ++seed, sdt, -50, 50);
+    Tensor sum_dyx = uniform_tensor({7}, ++seed, sdt, -50, 50);
     auto G = [](const Tensor& t) { return t.to(kGpu); };
     CHECK(same_bits(batch_norm_apply(G(x), G(mean), G(invstd), G(w), G(b)),
                     batch_norm_apply(x, mean, invstd, w, b)));
@@ -110,10 +110,10 @@ TEST_CASE("CUDA AdamW gives the CPU's bits, step after step", "[gpu][optim]") {
   std::uint64_t seed = 1300;
   for (DType dt : {DType::f32, DType::f64, DType::f16, DType::bf16}) {
     INFO(dtype_name(dt));
-    Tensor p = random_tensor({4099}, ++seed, dt), m = Tensor::zeros({4099}, dt), v = Tensor::zeros({4099}, dt);
+    Tensor p = uniform_tensor({4099}, ++seed, dt), m = Tensor::zeros({4099}, dt), v = Tensor::zeros({4099}, dt);
     Tensor pg = p.to(kGpu), mg = m.to(kGpu), vg = v.to(kGpu);
     for (int step = 1; step <= 5; ++step) {
-      const Tensor grad = random_tensor({4099}, ++seed, dt);
+      const Tensor grad = uniform_tensor({4099}, ++seed, dt);
       const double bc1 = 1 - std::pow(0.9, step), bc2 = 1 - std::pow(0.999, step);
       optim::adamw_update_(p, grad, m, v, 1e-3, 0.9, 0.999, 1e-8, 0.01, bc1, bc2);
       optim::adamw_update_(pg, grad.to(kGpu), mg, vg, 1e-3, 0.9, 0.999, 1e-8, 0.01, bc1, bc2);

@@ -45,7 +45,7 @@ std::vector<Tensor> cnn_two_steps(int threads, DType dtype) {
   model->to(dtype);
   optim::SGD opt(model->parameters(), {0.05, 0.9, 0.0});
   // 64 images: the big layers split into several tasks, the small ones stay on one thread.
-  const Tensor x = nntest::random_tensor({64, 1, 28, 28}, 3, dtype);
+  const Tensor x = nntest::uniform_tensor({64, 1, 28, 28}, 3, dtype);
   std::vector<std::int64_t> labels(64);
   for (std::size_t i = 0; i < labels.size(); ++i) labels[i] = static_cast<std::int64_t>(i % 10);
   const Tensor y = Tensor::from_vector(labels, {64});
@@ -80,9 +80,9 @@ TEST_CASE("A CNN's training steps give the same bits on 1, 2 and 3 threads", "[t
 TEST_CASE("Elementwise ops and sums give the same bits on 1 and 3 threads", "[threads]") {
   ThreadsGuard guard;
   // Big enough to be split (more than 2 x 32768 elements), odd so chunks are uneven.
-  const Tensor a = nntest::random_tensor({1001, 97}, 1, DType::f32);
-  const Tensor b = nntest::random_tensor({1001, 97}, 2, DType::f32);
-  const Tensor bias = nntest::random_tensor({97}, 4, DType::f32);
+  const Tensor a = nntest::uniform_tensor({1001, 97}, 1, DType::f32);
+  const Tensor b = nntest::uniform_tensor({1001, 97}, 2, DType::f32);
+  const Tensor bias = nntest::uniform_tensor({97}, 4, DType::f32);
   auto run = [&](int threads) {
     set_num_threads(threads);
     Tensor y = add(a, b);
@@ -111,7 +111,7 @@ TEST_CASE("A warm training step takes no new memory from the system", "[threads]
     INFO("model " << name);
     auto model = make_model(name);
     optim::SGD opt(model->parameters(), {0.01, 0.9, 0.0});
-    const Tensor x = nntest::random_tensor({32, 1, 28, 28}, 5, DType::f32);
+    const Tensor x = nntest::uniform_tensor({32, 1, 28, 28}, 5, DType::f32);
     std::vector<std::int64_t> labels(32, 3);
     const Tensor y = Tensor::from_vector(labels, {32});
     for (int step = 0; step < 2; ++step) train_step(*model, opt, x, y);  // warm the caches

@@ -10,7 +10,7 @@ using namespace mgpu;
 using namespace mgpu::nn;
 using nntest::check_close;
 using nntest::gradcheck;
-using nntest::random_tensor;
+using nntest::uniform_tensor;
 using nntest::values;
 
 namespace {
@@ -25,8 +25,8 @@ Tensor ids_of(std::vector<std::int64_t> v, std::int64_t B, std::int64_t T) {
 
 TEST_CASE("causal_attention equals the attention written out per head", "[nn][gpt][attention]") {
   const std::int64_t BH = 3, T = 4, D = 2;
-  const Tensor q = random_tensor({BH, T, D}, 1), k = random_tensor({BH, T, D}, 2),
-               v = random_tensor({BH, T, D}, 3);
+  const Tensor q = uniform_tensor({BH, T, D}, 1), k = uniform_tensor({BH, T, D}, 2),
+               v = uniform_tensor({BH, T, D}, 3);
   const auto y = values(causal_attention(q, k, v));
   const auto qv = values(q), kv = values(k), vv = values(v);
   for (std::int64_t h = 0; h < BH; ++h)
@@ -51,10 +51,10 @@ TEST_CASE("attention and a block: gradients match finite differences", "[nn][gra
   manual_seed(3);
   CausalSelfAttention attn(4, 2);
   attn.to(DType::f64);
-  gradcheck(attn, random_tensor({2, 3, 4}, 31), 32);
+  gradcheck(attn, uniform_tensor({2, 3, 4}, 31), 32);
   Block block(4, 2);
   block.to(DType::f64);
-  gradcheck(block, random_tensor({2, 3, 4}, 33), 34);
+  gradcheck(block, uniform_tensor({2, 3, 4}, 33), 34);
 }
 
 TEST_CASE("GPT: names as nanoGPT's, the parameter count, the causal property",
@@ -88,7 +88,7 @@ TEST_CASE("GPT: every gradient matches finite differences, the tied table's from
   GPT gpt(tiny_config());
   gpt.to(DType::f64);
   const Tensor ids = ids_of({1, 6, 6, 0, 3, 2, 5, 4}, 2, 4);
-  const Tensor w = random_tensor({2, 4, 7}, 51);
+  const Tensor w = uniform_tensor({2, 4, 7}, 51);
   int ready = 0;
   gpt.named_parameters().front().second->add_grad_ready_hook([&](nn::Parameter&) { ++ready; });
   gpt.zero_grad();
@@ -116,7 +116,7 @@ TEST_CASE("GPT on CUDA matches the CPU", "[nn][gpt][gpu]") {
   const Tensor ids = ids_of(v, 2, 8);
   check_close(gpu->forward(ids.to(Device::cuda(0))).to(Device::cpu()), cpu.forward(ids), 1e-4,
               1e-5, "logits");
-  const Tensor g = random_tensor({2, 8, 11}, 61, DType::f32);
+  const Tensor g = uniform_tensor({2, 8, 11}, 61, DType::f32);
   cpu.backward(g);
   gpu->backward(g.to(Device::cuda(0)));
   auto cp = cpu.named_parameters(), gp = gpu->named_parameters();

@@ -30,8 +30,8 @@ TEST_CASE("grad-ready hooks fire once per parameter per backward with the final 
       order.push_back(q.name());
       seen[q.name()] = values(q.grad);
     });
-  Tensor x = nntest::random_tensor({4, 1, 4, 4}, 3, DType::f32);
-  Tensor g = nntest::random_tensor({4, 2}, 4, DType::f32);
+  Tensor x = nntest::uniform_tensor({4, 1, 4, 4}, 3, DType::f32);
+  Tensor g = nntest::uniform_tensor({4, 2}, 4, DType::f32);
 
   for (int round = 1; round <= 2; ++round) {
     INFO("backward number " << round << " (the second accumulates)");
@@ -53,7 +53,7 @@ TEST_CASE("removed hooks no longer fire; empty hooks are refused", "[nn][hooks]"
   Parameter& w = net->parameter("7.weight");
   int calls = 0;
   const auto handle = w.add_grad_ready_hook([&](Parameter&) { ++calls; });
-  Tensor x = nntest::random_tensor({2, 1, 4, 4}, 5, DType::f32);
+  Tensor x = nntest::uniform_tensor({2, 1, 4, 4}, 5, DType::f32);
   net->forward(x);
   net->backward(Tensor::full({2, 2}, 1.0));
   CHECK(calls == 1);

@@ -5,7 +5,7 @@
 
 using namespace mgpu;
 using namespace mgpu::nn;
-using nntest::random_tensor;
+using nntest::uniform_tensor;
 using nntest::values;
 
 TEST_CASE("Conv2d forward equals a direct convolution", "[nn][conv2d]") {
@@ -13,7 +13,7 @@ TEST_CASE("Conv2d forward equals a direct convolution", "[nn][conv2d]") {
   const std::int64_t N = 2, C = 3, H = 6, W = 5, O = 4, K = 3, S = 2, P = 1;
   Conv2d conv(C, O, K, S, P);
   conv.to(DType::f64);
-  Tensor x = random_tensor({N, C, H, W}, 5);
+  Tensor x = uniform_tensor({N, C, H, W}, 5);
   Tensor y = conv.forward(x);
   const std::int64_t Ho = (H + 2 * P - K) / S + 1, Wo = (W + 2 * P - K) / S + 1;
   REQUIRE(y.shape() == Shape({N, O, Ho, Wo}));
@@ -176,7 +176,7 @@ TEST_CASE("gradients accumulate over backwards until zero_grad", "[nn][module]")
   manual_seed(6);
   Linear lin(4, 2);
   lin.to(DType::f64);
-  Tensor x = random_tensor({3, 4}, 7), g = random_tensor({3, 2}, 8);
+  Tensor x = uniform_tensor({3, 4}, 7), g = uniform_tensor({3, 2}, 8);
   lin.forward(x);
   lin.backward(g);
   const auto once = values(lin.weight().grad);
@@ -193,8 +193,8 @@ TEST_CASE("saved contexts are last in, first out (micro-batches)", "[nn][module]
   Sequential net({std::make_shared<Linear>(4, 3), std::make_shared<ReLU>(),
                   std::make_shared<Linear>(3, 2)});
   net.to(DType::f64);
-  Tensor a = random_tensor({2, 4}, 1), b = random_tensor({2, 4}, 2);
-  Tensor ga = random_tensor({2, 2}, 3), gb = random_tensor({2, 2}, 4);
+  Tensor a = uniform_tensor({2, 4}, 1), b = uniform_tensor({2, 4}, 2);
+  Tensor ga = uniform_tensor({2, 2}, 3), gb = uniform_tensor({2, 2}, 4);
   // Reference: each micro-batch forward and backward on its own.
   net.forward(a);
   Tensor dxa = net.backward(ga);
@@ -231,7 +231,7 @@ TEST_CASE("modules run on another CPU device after to()", "[nn][module]") {
   manual_seed(9);
   Sequential net({std::make_shared<Conv2d>(1, 2, 3, 1, 1), std::make_shared<MaxPool2d>(2),
                   std::make_shared<Flatten>(), std::make_shared<Linear>(8, 2)});
-  Tensor x = random_tensor({2, 1, 4, 4}, 3, DType::f32);
+  Tensor x = uniform_tensor({2, 1, 4, 4}, 3, DType::f32);
   Tensor y0 = net.forward(x);
   net.backward(Tensor::full({2, 2}, 1.0));
   net.to(Device::cpu(1));
@@ -256,8 +256,8 @@ TEST_CASE("A model whose input needs no gradient skips it and keeps its paramete
       INFO("layer " << i << ": " << (*skip)[i].describe());
       CHECK((*skip)[i].input_requires_grad() == (i > first_with_params));
     }
-    const Tensor x = random_tensor({6, 1, 28, 28}, 12, DType::f32);
-    const Tensor grad_out = random_tensor({6, 10}, 13, DType::f32);
+    const Tensor x = uniform_tensor({6, 1, 28, 28}, 12, DType::f32);
+    const Tensor grad_out = uniform_tensor({6, 10}, 13, DType::f32);
     full->forward(x);
     skip->forward(x);
     CHECK(full->backward(grad_out).shape() == x.shape());

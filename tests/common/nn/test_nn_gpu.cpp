@@ -10,7 +10,7 @@ using namespace mgpu;
 using namespace mgpu::nn;
 using mgpu::testing::gpu_rtol;
 using nntest::check_close;
-using nntest::random_tensor;
+using nntest::uniform_tensor;
 using nntest::values;
 
 namespace {
@@ -25,12 +25,12 @@ void check_layer(Module& layer, const Shape& in_shape, DType dtype, std::uint64_
   layer.to(dtype);
   auto gpu_layer = layer.clone();
   gpu_layer->to(kGpu);
-  Tensor x = random_tensor(in_shape, seed, dtype);
+  Tensor x = uniform_tensor(in_shape, seed, dtype);
   Tensor y = layer.forward(x);
   Tensor yg = gpu_layer->forward(x.to(kGpu));
   const double rtol = gpu_rtol(dtype);
   check_close(yg.to(Device::cpu()), y, rtol, atol, layer.describe() + " forward");
-  Tensor g = random_tensor(y.shape(), seed + 1, dtype);
+  Tensor g = uniform_tensor(y.shape(), seed + 1, dtype);
   Tensor dx = layer.backward(g);
   Tensor dxg = gpu_layer->backward(g.to(kGpu));
   check_close(dxg.to(Device::cpu()), dx, rtol, atol, layer.describe() + " backward");
@@ -81,13 +81,13 @@ TEST_CASE("CUDA nn kernels agree with the CPU in 16-bit types", "[gpu][nn]") {
     INFO("dtype " << dtype_name(dt));
     ConvGeometry g;
     g.batch = 3, g.channels = 2, g.height = 9, g.width = 7, g.kernel = 3, g.stride = 2, g.padding = 1;
-    Tensor x = random_tensor({3, 2, 9, 7}, 5, dt);
+    Tensor x = uniform_tensor({3, 2, 9, 7}, 5, dt);
     // Copies only: bit for bit.
     CHECK(values(im2col(x.to(kGpu), g)) == values(im2col(x, g)));
-    Tensor cols = random_tensor({g.rows(), g.cols()}, 6, dt);
+    Tensor cols = uniform_tensor({g.rows(), g.cols()}, 6, dt);
     check_close(col2im(cols.to(kGpu), g).to(Device::cpu()), col2im(cols, g), gpu_rtol(dt), 1e-2,
                 "col2im");
-    Tensor t = random_tensor({3, 50, 37}, 7, dt);
+    Tensor t = uniform_tensor({3, 50, 37}, 7, dt);
     CHECK(values(transpose_inner(t.to(kGpu))) == values(transpose_inner(t)));
     CHECK(values(dropout_mask({999}, dt, kGpu, 0.5, 3)) ==
           values(dropout_mask({999}, dt, Device::cpu(), 0.5, 3)));
@@ -107,7 +107,7 @@ TEST_CASE("CUDA AdamW and SGD steps match the CPU", "[gpu][optim]") {
   optim::SGD cpu_sgd(cpu_lin.parameters(), {0.1, 0.9, 1e-4});
   optim::SGD gpu_sgd(gpu_lin->parameters(), {0.1, 0.9, 1e-4});
   for (int step = 0; step < 3; ++step) {
-    Tensor g = random_tensor({30, 40}, 100 + step, DType::f32);
+    Tensor g = uniform_tensor({30, 40}, 100 + step, DType::f32);
     copy_(cpu_lin.weight().grad, g);
     copy_(gpu_lin->parameter("weight").grad, g.to(kGpu));
     cpu_opt.step();

@@ -11,7 +11,7 @@ using namespace mgpu::nn;
 using mgpu::testing::gpu_rtol;
 using nntest::check_close;
 using nntest::gradcheck;
-using nntest::random_tensor;
+using nntest::uniform_tensor;
 using nntest::values;
 
 namespace {
@@ -63,10 +63,10 @@ TEST_CASE("LayerNorm and GELU gradients match finite differences", "[nn][gradche
     ln.to(DType::f64);
     uniform_(ln.weight().value, 71, 0.5, 1.5);  // not all ones: the weight's path is checked
     if (bias) uniform_(ln.bias().value, 72, -0.5, 0.5);
-    gradcheck(ln, random_tensor({2, 3, 6}, 73), 74);  // [B, T, C]
+    gradcheck(ln, uniform_tensor({2, 3, 6}, 73), 74);  // [B, T, C]
   }
   GELU g;
-  gradcheck(g, random_tensor({4, 5}, 75, DType::f64, -3.0, 3.0), 76);
+  gradcheck(g, uniform_tensor({4, 5}, 75, DType::f64, -3.0, 3.0), 76);
 }
 
 TEST_CASE("LayerNorm: a bad input is a clear error, a frozen weight is left alone",
@@ -81,8 +81,8 @@ TEST_CASE("LayerNorm: a bad input is a clear error, a frozen weight is left alon
   }
   ln.weight().set_requires_grad(false);
   ln.zero_grad();
-  ln.forward(random_tensor({3, 4}, 81));
-  ln.backward(random_tensor({3, 4}, 82));
+  ln.forward(uniform_tensor({3, 4}, 81));
+  ln.backward(uniform_tensor({3, 4}, 82));
   CHECK_FALSE(ln.weight().grad.defined());
   CHECK(values(ln.bias().grad) != std::vector<double>(4, 0.0));
   CHECK_THROWS_AS(LayerNorm(0), Error);
@@ -90,8 +90,8 @@ TEST_CASE("LayerNorm: a bad input is a clear error, a frozen weight is left alon
 
 TEST_CASE("matmul_batched: each entry is its own product, in every transpose",
           "[nn][transformer][matmul]") {
-  const Tensor a = random_tensor({3, 4, 5}, 101), b = random_tensor({3, 5, 2}, 102);
-  const Tensor at = random_tensor({3, 5, 4}, 103), bt = random_tensor({3, 2, 5}, 104);
+  const Tensor a = uniform_tensor({3, 4, 5}, 101), b = uniform_tensor({3, 5, 2}, 102);
+  const Tensor at = uniform_tensor({3, 5, 4}, 103), bt = uniform_tensor({3, 2, 5}, 104);
   auto entry = [](const Tensor& t, std::int64_t i) {
     return t.slice(i, i + 1).reshape({t.size(1), t.size(2)});
   };
@@ -105,18 +105,18 @@ TEST_CASE("matmul_batched: each entry is its own product, in every transpose",
       for (std::int64_t i = 0; i < 3; ++i)
         CHECK(values(entry(c, i)) == values(matmul(entry(A, i), entry(B, i), ta, tb)));
     }
-  Tensor acc = random_tensor({3, 4, 2}, 105);
+  Tensor acc = uniform_tensor({3, 4, 2}, 105);
   const Tensor before = acc.clone();
   matmul_batched_out(acc, a, b, false, false, 2.0, 1.0);  // acc = 2 a b + acc
   const Tensor ab = matmul_batched(a, b);
   const auto got = values(acc), x = values(ab), y = values(before);
   for (std::size_t i = 0; i < got.size(); ++i) CHECK(std::fabs(got[i] - (2 * x[i] + y[i])) < 1e-14);
-  CHECK_THROWS_AS(matmul_batched(a, random_tensor({2, 5, 2}, 106)), Error);
+  CHECK_THROWS_AS(matmul_batched(a, uniform_tensor({2, 5, 2}, 106)), Error);
 }
 
 TEST_CASE("permute: element (i, j, k) of x lands at its permuted place, any dtype",
           "[nn][transformer][permute]") {
-  const Tensor x = random_tensor({2, 3, 4}, 141);
+  const Tensor x = uniform_tensor({2, 3, 4}, 141);
   const Tensor y = permute(x, {2, 0, 1});
   REQUIRE(y.shape() == Shape{4, 2, 3});
   const auto xv = values(x), yv = values(y);
@@ -137,7 +137,7 @@ TEST_CASE("permute: element (i, j, k) of x lands at its permuted place, any dtyp
 
 TEST_CASE("softmax: rows sum to one, the causal mask hides the future, gradients check",
           "[nn][transformer][softmax]") {
-  const Tensor x = random_tensor({2, 4, 4}, 111, DType::f64, -3.0, 3.0);
+  const Tensor x = uniform_tensor({2, 4, 4}, 111, DType::f64, -3.0, 3.0);
   for (bool causal : {false, true}) {
     INFO("causal " << causal);
     const Tensor y = softmax(x, causal);
@@ -154,7 +154,7 @@ TEST_CASE("softmax: rows sum to one, the causal mask hides the future, gradients
       CHECK(std::fabs(sum - 1.0) < 1e-15);
     }
     // Finite differences of L = Σ w · softmax(x).
-    const Tensor w = random_tensor({2, 4, 4}, 112);
+    const Tensor w = uniform_tensor({2, 4, 4}, 112);
     Tensor xp = x.clone();
     check_close(softmax_backward(w, y),
                 nntest::numeric_gradient(xp, [&] { return nntest::dot(softmax(xp, causal), w); }),
@@ -163,7 +163,7 @@ TEST_CASE("softmax: rows sum to one, the causal mask hides the future, gradients
   // Large scores do not overflow: the row maximum is subtracted first.
   const Tensor big = Tensor::from_vector(std::vector<double>{1000, 1001}, {1, 2});
   CHECK(std::fabs(values(softmax(big))[1] - 1 / (1 + std::exp(-1.0))) < 1e-15);
-  CHECK_THROWS_AS(softmax(random_tensor({2, 3}, 113), true), Error);  // causal needs square
+  CHECK_THROWS_AS(softmax(uniform_tensor({2, 3}, 113), true), Error);  // causal needs square
 }
 
 TEST_CASE("Embedding: rows looked up, gradients added where the ids point",
@@ -179,7 +179,7 @@ TEST_CASE("Embedding: rows looked up, gradients added where the ids point",
   for (int n = 0; n < 4; ++n)
     for (int c = 0; c < 3; ++c) CHECK(o[n * 3 + c] == w[rows[n] * 3 + c]);
   emb.zero_grad();
-  const Tensor g = random_tensor({2, 2, 3}, 121);
+  const Tensor g = uniform_tensor({2, 2, 3}, 121);
   CHECK_FALSE(emb.backward(g).defined());
   const auto gw = values(emb.weight().grad), gv = values(g);
   for (int c = 0; c < 3; ++c) {
@@ -208,8 +208,8 @@ TEST_CASE("LayerNorm and GELU on CUDA match the CPU", "[nn][transformer][gpu]") 
       uniform_(ln.bias().value, 92, -0.5, 0.5);
       auto ln_gpu = ln.clone();
       ln_gpu->to(gpu);
-      const Tensor x = random_tensor({3, 5, C}, 93, dtype, -2.0, 2.0);
-      const Tensor g = random_tensor({3, 5, C}, 94, dtype);
+      const Tensor x = uniform_tensor({3, 5, C}, 93, dtype, -2.0, 2.0);
+      const Tensor g = uniform_tensor({3, 5, C}, 94, dtype);
       check_close(ln_gpu->forward(x.to(gpu)).to(Device::cpu()), ln.forward(x), rtol, atol,
                   "LayerNorm forward");
       check_close(ln_gpu->backward(g.to(gpu)).to(Device::cpu()), ln.backward(g), rtol, atol,
@@ -219,8 +219,8 @@ TEST_CASE("LayerNorm and GELU on CUDA match the CPU", "[nn][transformer][gpu]") 
         check_close(gpu_params[i].second->grad.to(Device::cpu()), cpu_params[i].second->grad,
                     rtol, 15 * atol, "LayerNorm grad of " + cpu_params[i].first);
     }
-    const Tensor x = random_tensor({1000}, 95, dtype, -4.0, 4.0);
-    const Tensor g = random_tensor({1000}, 96, dtype);
+    const Tensor x = uniform_tensor({1000}, 95, dtype, -4.0, 4.0);
+    const Tensor g = uniform_tensor({1000}, 96, dtype);
     check_close(gelu(x.to(gpu)).to(Device::cpu()), gelu(x), rtol, atol, "gelu");
     check_close(gelu_backward(g.to(gpu), x.to(gpu)).to(Device::cpu()), gelu_backward(g, x), rtol,
                 atol, "gelu_backward");
@@ -232,18 +232,18 @@ TEST_CASE("matmul_batched, softmax and Embedding on CUDA match the CPU", "[nn][t
   for (DType dtype : {DType::f64, DType::f32, DType::bf16, DType::f16}) {
     INFO("dtype " << dtype_name(dtype));
     const double rtol = gpu_rtol(dtype), atol = dtype == DType::f64 ? 1e-12 : 4 * rtol;
-    const Tensor a = random_tensor({6, 33, 17}, 131, dtype), b = random_tensor({6, 33, 9}, 132, dtype);
+    const Tensor a = uniform_tensor({6, 33, 17}, 131, dtype), b = uniform_tensor({6, 33, 9}, 132, dtype);
     check_close(matmul_batched(a.to(gpu), b.to(gpu), true, false).to(Device::cpu()),
                 matmul_batched(a, b, true, false), rtol, 8 * atol, "matmul_batched");
     for (bool causal : {false, true}) {
-      const Tensor x = random_tensor({3, 300, 300}, 133, dtype, -4.0, 4.0);
+      const Tensor x = uniform_tensor({3, 300, 300}, 133, dtype, -4.0, 4.0);
       const Tensor y = softmax(x, causal);
       check_close(softmax(x.to(gpu), causal).to(Device::cpu()), y, rtol, atol, "softmax");
-      const Tensor g = random_tensor({3, 300, 300}, 134, dtype);
+      const Tensor g = uniform_tensor({3, 300, 300}, 134, dtype);
       check_close(softmax_backward(g.to(gpu), y.to(gpu)).to(Device::cpu()), softmax_backward(g, y),
                   rtol, atol, "softmax_backward");
     }
-    const Tensor p = random_tensor({2, 5, 3, 4, 6}, 136, dtype);
+    const Tensor p = uniform_tensor({2, 5, 3, 4, 6}, 136, dtype);
     check_close(permute(p.to(gpu), {2, 0, 3, 1, 4}).to(Device::cpu()), permute(p, {2, 0, 3, 1, 4}),
                 0, 0, "permute");
     Embedding emb(50, 70);
@@ -255,7 +255,7 @@ TEST_CASE("matmul_batched, softmax and Embedding on CUDA match the CPU", "[nn][t
     const Tensor ids = Tensor::from_vector(id_values, {8, 8});
     check_close(emb_gpu->forward(ids.to(gpu)).to(Device::cpu()), emb.forward(ids), 0, 0,
                 "embedding lookup");
-    const Tensor g = random_tensor({8, 8, 70}, 135, dtype);
+    const Tensor g = uniform_tensor({8, 8, 70}, 135, dtype);
     emb.backward(g);
     emb_gpu->backward(g.to(gpu));
     check_close(emb_gpu->named_parameters()[0].second->grad.to(Device::cpu()),

@@ -9,12 +9,16 @@
 #include <string>
 #include <vector>
 
-#include "../../10_sharding/sharding_test_util.h"
+#include "error_measures.h"
+#include "groups.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/parallel/sharding/sharded_state.h"
+#include "sharding_runs.h"
 
-using namespace shard_test;
+using namespace mgpu;
+using namespace mgpu::testing;
+namespace par = mgpu::parallel;
 namespace io = mgpu::io;
 
 namespace {

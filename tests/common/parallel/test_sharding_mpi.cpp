@@ -12,10 +12,14 @@
 #include <string>
 #include <vector>
 
-#include "../../10_sharding/sharding_test_util.h"
+#include "error_measures.h"
+#include "groups.h"
 #include "mgpu/amp/grad_scaler.h"
+#include "sharding_runs.h"
 
-using namespace shard_test;
+using namespace mgpu;
+using namespace mgpu::testing;
+namespace par = mgpu::parallel;
 
 namespace {
 

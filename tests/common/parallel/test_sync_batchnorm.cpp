@@ -8,9 +8,10 @@
 #include <vector>
 
 #include "mgpu/parallel/all.h"
-#include "sync_bn_test_util.h"
+#include "sync_bn_checks.h"
 
-using namespace sbn_test;
+using namespace mgpu;
+using namespace mgpu::testing;
 namespace par = mgpu::parallel;
 
 namespace {
@@ -92,7 +93,7 @@ TEST_CASE("momentum none keeps the cumulative average of the world's batch stati
 TEST_CASE("collectives: one all_gather of W x (2C+1) forward, one all_reduce of 2C backward; none in eval",
           "[parallel][syncbn]") {
   const int W = group().size();
-  CountingGroup counting(group());
+  RecordingGroup counting(group());
   par::SyncBatchNorm bn(4, 1e-5, 0.1, true, true, &counting);
   const Tensor x = my_rows(global_batch({uneven_split().total(), 4, 2, 2}, 8, DType::f32), uneven_split());
   const Tensor y = bn.forward(x);
@@ -128,7 +129,7 @@ TEST_CASE("collectives: one all_gather of W x (2C+1) forward, one all_reduce of 
 
 TEST_CASE("track_running_stats=false: no buffers, and eval mode uses the rank's own batch",
           "[parallel][syncbn]") {
-  CountingGroup counting(group());
+  RecordingGroup counting(group());
   par::SyncBatchNorm bn(3, 1e-5, 0.1, true, false, &counting);
   CHECK(bn.named_buffers().empty());
   CHECK_THROWS_WITH(bn.running_mean(), Catch::Contains("track_running_stats=false"));

@@ -10,6 +10,7 @@
 #include "lesson01.h"
 #include "mgpu/copy.h"
 #include "mgpu/ops.h"
+#include "random_data.h"
 
 namespace lesson01_test {
 
@@ -17,12 +18,7 @@ using mgpu::DType;
 using mgpu::Shape;
 using mgpu::Tensor;
 
-inline Tensor random_tensor(const Shape& shape, std::uint64_t seed, DType dtype = DType::f64,
-                            double lo = -1.0, double hi = 1.0) {
-  Tensor t = Tensor::empty(shape, dtype);
-  mgpu::uniform_(t, seed, lo, hi);
-  return t;
-}
+using mgpu::testing::uniform_tensor;
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 

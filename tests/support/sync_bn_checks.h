@@ -1,4 +1,4 @@
-// Checks shared by the library's SyncBatchNorm tests and lesson 06's graded tests. Each
+// SyncBatchNorm checks shared by the library's tests and lesson 06's graded tests. Each
 // takes a factory, so the same check runs on the library's SyncBatchNorm and on a lesson's
 // (with some or all of its steps written by the learner). Every rank builds the same
 // whole batch from a seed and takes its own rows; the reference is nn::BatchNorm on the
@@ -15,84 +15,31 @@
 #include <string>
 #include <vector>
 
+#include "error_measures.h"
+#include "forwarding_group.h"
+#include "groups.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/tensor.h"
 
-namespace sbn_test {
-
-using mgpu::Device;
-using mgpu::DType;
-using mgpu::Shape;
-using mgpu::Tensor;
-namespace nn = mgpu::nn;
-namespace dist = mgpu::dist;
+namespace mgpu::testing {
 
 /// Builds a SyncBatchNorm-like layer of C channels (momentum 0.1, affine, tracking).
 using LayerFactory = std::function<std::shared_ptr<nn::Module>(std::int64_t channels)>;
 
-/// The CPU (mpi) group every test shares, created on first use (every rank runs the same
-/// tests in the same order, so every rank creates it at the same point).
-inline dist::ProcessGroup& group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;  // a collective a rank never joins fails the job in a minute
-    return dist::new_group("mpi", Device::cpu(), o);
-  }();
-  return *g;
-}
-
-/// t summed over the ranks (a new tensor; t is left alone).
-inline Tensor sum_over_ranks(const Tensor& t) {
-  Tensor s = t.clone();
-  group().all_reduce(s, dist::ReduceOp::sum).wait();
-  return s;
-}
-
 /// Passes every op through to `inner` and records each collective as "all_gather 15":
 /// the op and the numel of its output (the tensor it writes).
-class CountingGroup : public dist::ProcessGroup {
+class RecordingGroup : public ForwardingGroup {
  public:
-  explicit CountingGroup(dist::ProcessGroup& inner)
-      : dist::ProcessGroup(inner.rank(), inner.size()), inner_(inner) {}
-  std::string backend_name() const override { return inner_.backend_name(); }
-  Device device() const override { return inner_.device(); }
-  dist::Work all_reduce(const Tensor& t, dist::ReduceOp op) override {
-    note("all_reduce", t);
-    return inner_.all_reduce(t, op);
-  }
-  dist::Work broadcast(const Tensor& t, int root) override {
-    note("broadcast", t);
-    return inner_.broadcast(t, root);
-  }
-  dist::Work reduce(const Tensor& t, int root, dist::ReduceOp op) override {
-    note("reduce", t);
-    return inner_.reduce(t, root, op);
-  }
-  dist::Work all_gather(const Tensor& out, const Tensor& in) override {
-    note("all_gather", out);
-    return inner_.all_gather(out, in);
-  }
-  dist::Work reduce_scatter(const Tensor& out, const Tensor& in, dist::ReduceOp op) override {
-    note("reduce_scatter", out);
-    return inner_.reduce_scatter(out, in, op);
-  }
-  dist::Work barrier() override {
-    ops.push_back("barrier");
-    return inner_.barrier();
-  }
-  dist::Work send(const Tensor& t, int dst, int tag) override { return inner_.send(t, dst, tag); }
-  dist::Work recv(const Tensor& t, int src, int tag) override { return inner_.recv(t, src, tag); }
-  dist::Work batch_isend_irecv(const std::vector<dist::P2POp>& p2p) override {
-    return inner_.batch_isend_irecv(p2p);
-  }
+  /// Records what is asked of `inner` (which must outlive it).
+  explicit RecordingGroup(dist::ProcessGroup& inner) : ForwardingGroup(inner) {}
   std::vector<std::string> ops;  ///< the collectives issued so far, in order
 
- private:
-  void note(const char* op, const Tensor& t) { ops.push_back(op + (" " + std::to_string(t.numel()))); }
-  dist::ProcessGroup& inner_;
+ protected:
+  void on_collective(const std::string& op, const Tensor& t) override {
+    ops.push_back(op == "barrier" ? op : op + " " + std::to_string(t.numel()));
+  }
 };
 
 /// How many rows of the whole batch each rank holds.
@@ -132,8 +79,8 @@ inline Split equal_split(std::int64_t rows) {
 /// so the mean matters and a variance computed carelessly loses digits.
 inline Tensor global_batch(const Shape& shape, std::uint64_t seed, DType dtype) {
   Tensor t = Tensor::empty(shape, DType::f64);
-  mgpu::normal_(t, seed, 3.0, 2.0);
-  return mgpu::cast(t, dtype);
+  normal_(t, seed, 3.0, 2.0);
+  return cast(t, dtype);
 }
 
 /// Rows [begin, begin + n) of t as a tensor of its own (an empty [0, ...] one for n = 0).
@@ -159,17 +106,8 @@ inline std::shared_ptr<nn::BatchNorm> reference_batchnorm(int input_dims, std::i
 
 /// gamma and beta away from 1 and 0, so that their role in dx shows.
 inline void set_affine(nn::Module& m) {
-  mgpu::uniform_(m.parameter("weight").value, 5, 0.5, 1.5);
-  mgpu::uniform_(m.parameter("bias").value, 6, -0.5, 0.5);
-}
-
-/// Largest |a - b| over two tensors of the same size (infinity when the sizes differ).
-inline double max_abs_diff(const Tensor& a, const Tensor& b) {
-  if (a.numel() != b.numel()) return INFINITY;
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double d = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) d = std::max(d, std::fabs(x[i] - y[i]));
-  return d;
+  uniform_(m.parameter("weight").value, 5, 0.5, 1.5);
+  uniform_(m.parameter("bias").value, 6, -0.5, 0.5);
 }
 
 /// `steps` training steps of make(C) on this rank's rows against nn::BatchNorm on the
@@ -182,7 +120,7 @@ inline void check_against_batchnorm(const LayerFactory& make, const Shape& sampl
   const std::int64_t C = sample_shape[0];
   Shape whole_shape{split.total()};
   whole_shape.insert(whole_shape.end(), sample_shape.begin(), sample_shape.end());
-  CAPTURE(mgpu::shape_str(whole_shape), mgpu::dtype_name(dtype), split.counts);
+  CAPTURE(shape_str(whole_shape), dtype_name(dtype), split.counts);
   auto layer = make(C);
   auto ref = reference_batchnorm(static_cast<int>(whole_shape.size()), C);
   layer->to(dtype);
@@ -228,7 +166,7 @@ inline void check_gradients_numerically(const LayerFactory& make, const Shape& s
   const std::int64_t C = sample_shape[0];
   Shape whole_shape{split.total()};
   whole_shape.insert(whole_shape.end(), sample_shape.begin(), sample_shape.end());
-  CAPTURE(mgpu::shape_str(whole_shape), split.counts);
+  CAPTURE(shape_str(whole_shape), split.counts);
   auto layer = make(C);
   layer->to(DType::f64);
   set_affine(*layer);
@@ -257,7 +195,7 @@ inline void check_gradients_numerically(const LayerFactory& make, const Shape& s
     if (mine) p[i] = keep;
     return l;
   };
-  const std::int64_t row_size = mgpu::shape_numel(sample_shape);
+  const std::int64_t row_size = shape_numel(sample_shape);
   std::vector<double> numeric_dx;
   for (int owner = 0; owner < group().size(); ++owner) {
     const std::int64_t n = split.counts[static_cast<std::size_t>(owner)] * row_size;
@@ -328,7 +266,7 @@ inline void check_ddp_matches_single_process(const LayerFactory& make, const Ddp
   const Tensor dx = ddp->backward(loss.backward());
 
   REQUIRE(dx.shape() == my_rows(dx_single, split).shape());
-  CHECK(max_abs_diff(dx, mgpu::scale(my_rows(dx_single, split), W)) <= 1e-5);
+  CHECK(max_abs_diff(dx, scale(my_rows(dx_single, split), W)) <= 1e-5);
   const auto params = ddp->parameters(), single_params = single->parameters();
   REQUIRE(params.size() == single_params.size());
   for (std::size_t i = 0; i < params.size(); ++i) {
@@ -431,4 +369,4 @@ inline void check_conversion(const Converter& convert, const IsSync& is_sync) {
   CHECK(plain->at(0)->describe().find("Linear") != std::string::npos);
 }
 
-}  // namespace sbn_test
+}  // namespace mgpu::testing

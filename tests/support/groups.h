@@ -1,0 +1,53 @@
+// Process groups for multi-rank tests: the quiet CPU group every test of a binary shares,
+// and the checks and reductions every rank reports the same.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <vector>
+
+#include "mgpu/dist/dist.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::testing {
+
+/// Options of a test's group: no banner on creation, and a collective a rank never joins
+/// fails after `timeout_s` seconds (< 0: the library's default, MGPU_DIST_TIMEOUT_S or 300).
+inline dist::GroupOptions quiet_options(double timeout_s = -1) {
+  dist::GroupOptions o;
+  o.announce = false;
+  o.timeout_s = timeout_s;
+  return o;
+}
+
+/// The CPU (mpi) group over the world that every multi-rank test shares, created on first
+/// use (every rank runs the same tests in the same order, so every rank creates it at the
+/// same point). A learner's bug that hangs a collective fails the job in a minute.
+inline dist::ProcessGroup& group() {
+  static std::shared_ptr<dist::ProcessGroup> g =
+      dist::new_group("mpi", Device::cpu(), quiet_options(60));
+  return *g;
+}
+
+/// True on every rank when `ok` is true on every rank: a check all ranks report the same.
+inline bool all_ranks(bool ok) {
+  Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});
+  group().all_reduce(t, dist::ReduceOp::min).wait();
+  return t.to_vector<std::int32_t>()[0] == 1;
+}
+
+/// The largest value of `x` over the ranks.
+inline double max_over_ranks(double x) {
+  Tensor t = Tensor::from_vector(std::vector<double>{x}, {1});
+  group().all_reduce(t, dist::ReduceOp::max).wait();
+  return t.to_vector<double>()[0];
+}
+
+/// `t` summed over the ranks (a new tensor; `t` is left alone).
+inline Tensor sum_over_ranks(const Tensor& t) {
+  Tensor s = t.clone();
+  group().all_reduce(s, dist::ReduceOp::sum).wait();
+  return s;
+}
+
+}  // namespace mgpu::testing
