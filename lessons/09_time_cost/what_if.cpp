@@ -18,9 +18,12 @@ AlphaBeta effective_link(const Hardware& hw) {
   MGPU_CHECK(hw.nodes == 1 || hw.inter_bw > 0, "effective_link: '", hw.name, "' has ",
              hw.nodes, " nodes but no network bandwidth (inter_bw > 0)");
   AlphaBeta link;
-  // TODO(task4) BEGIN: one node: the node's latency and 1 / its bus bandwidth. Several
-  // nodes: the larger of the two latencies, and 1 / the smaller of the two bandwidths.
-  // (about 6 lines)
+  // What you have: hw (Hardware: nodes, intra_busbw, intra_latency_s, inter_bw,
+  // inter_latency_s); link (AlphaBeta: alpha, seconds per message; beta, seconds per
+  // byte); std::min, std::max.
+  // TODO(task4) BEGIN: chapter §5's one (α, β) for the whole ring: a ring goes at the pace
+  // of its slowest hop, and it crosses the network only when there are several nodes
+  // (about 6 lines).
   throw Error("TODO(task4): effective_link is not written yet (lessons/09_time_cost/what_if.cpp)");
   // TODO(task4) END
   return link;
@@ -28,10 +31,14 @@ AlphaBeta effective_link(const Hardware& hw) {
 
 WhatIf what_if(const Workload& w, const Hardware& hw, std::int64_t batch_per_rank) {
   WhatIf out;
-  // TODO(task4) BEGIN: link, step (hw.ranks() ranks) and the one-rank step; efficiency =
-  // one-rank step_s / step_s. Then the bottleneck: "compute" if exposed_s < 0.05 step_s,
-  // else compare the sum over buckets of 2(N-1) alpha with the sum of 2(N-1)/N bytes beta:
-  // "latency" if the first is larger, "bandwidth" otherwise. (about 15 lines)
+  // What you have: w (w.bucket_bytes: the buckets' sizes), hw (hw.ranks()),
+  // batch_per_rank; effective_link(hw); predict_step(w, batch, ranks, link) (task 3); out
+  // (WhatIf: link, step, efficiency, bottleneck).
+  // TODO(task4) BEGIN: chapter §5's verdict on hw: its link, the step predicted on all of
+  // its ranks, the weak-scaling efficiency against the same workload on one rank, and the
+  // bottleneck, "compute", "latency" or "bandwidth", by §5's rules (the latency and
+  // bandwidth terms are those of §4's ring formula, summed over the buckets)
+  // (about 15 lines).
   (void)w;
   (void)hw;
   (void)batch_per_rank;

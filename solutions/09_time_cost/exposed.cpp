@@ -19,11 +19,13 @@ CommSplit split_communication(const std::vector<Interval>& buckets, Interval com
                "'s all-reduce ends (", buckets[k].end, ") before it begins (",
                buckets[k].begin, ")");
   CommSplit split;
-  // TODO(task1) BEGIN: sort a copy of the intervals by begin; walk them, merging each
-  // into the current stretch while it starts before the stretch ends; for every finished
-  // stretch [a, b] add b - a to busy_s and its overlap with the compute window,
-  // max(0, min(b, compute.end) - max(a, compute.begin)), to hidden_s. Do not forget the
-  // last stretch. exposed_s = busy_s - hidden_s. (about 20 lines)
+  // What you have: buckets (Interval {begin, end}, length(); in any order, possibly
+  // overlapping, nested or touching); compute; split.busy_s, hidden_s, exposed_s;
+  // std::sort, std::min, std::max.
+  // TODO(task1) BEGIN: chapter §2's split (time_cost.h's example is a test): busy_s the
+  // length of the union of the buckets' intervals (time two buckets share counts once),
+  // hidden_s the length of that union's intersection with `compute`, exposed_s the rest of
+  // busy_s. No buckets: all zero (about 20 lines).
   std::vector<Interval> sorted = buckets;
   std::sort(sorted.begin(), sorted.end(),
             [](const Interval& x, const Interval& y) { return x.begin < y.begin; });

@@ -18,8 +18,10 @@ double scaling_efficiency(const Run& one, const Run& n) {
              "positive, got ", one.global_batch, " and ", n.global_batch);
   MGPU_CHECK(one.step_s > 0 && n.step_s > 0, "scaling_efficiency: step times must be positive, "
              "got ", one.step_s, " and ", n.step_s);
-  // TODO(task2) BEGIN: the time per sample of each run (step_s over global_batch), then
-  // E = T1 / (N * TN). (about 3 lines)
+  // What you have: one and n (Run: ranks, global_batch, step_s); static_cast<double>.
+  // TODO(task2) BEGIN: E(N) of chapter §3, compared per SAMPLE, not per step, so that the
+  // one formula serves weak and strong scaling: 1 for a perfect speed-up, 0.5 when N ranks
+  // train only N/2 times as fast as one (about 3 lines).
   const double t1 = one.step_s / static_cast<double>(one.global_batch);
   const double tn = n.step_s / static_cast<double>(n.global_batch);
   return t1 / (n.ranks * tn);
@@ -28,11 +30,14 @@ double scaling_efficiency(const Run& one, const Run& n) {
 
 Phases step_phases(const StepRecord& record) {
   Phases p;
-  // TODO(task2) BEGIN: each phase's length(); exposed_comm from split_communication(
-  // record.buckets, record.backward); other = the step's length minus the sum of the
-  // rest. If other < -1e-9 the phases overlap: throw mgpu::Error (MGPU_CHECK) naming
-  // the step's length and the sum; a smaller negative value is rounding: make it 0.
-  // (about 15 lines)
+  // What you have: record (StepRecord: the Intervals step, data_wait, h2d, forward,
+  // backward, optimizer, each with length(); buckets); p (Phases: one field per phase,
+  // total()); split_communication (task 1); MGPU_CHECK; std::max.
+  // TODO(task2) BEGIN: chapter §3's phases of one step: each measured phase's length, the
+  // communication exposed outside backward, and `other`, what the rest leaves of the step,
+  // so that the phases add up to the step. Phases that add up to more than the step
+  // overlap: an mgpu::Error naming the step's length and their sum; 1 ns of rounding is
+  // tolerated and gives other = 0 (about 15 lines).
   p.data_wait = record.data_wait.length();
   p.h2d = record.h2d.length();
   p.forward = record.forward.length();

@@ -29,11 +29,15 @@ StepPrediction predict_step(const Workload& w, std::int64_t batch_per_rank, int 
                " is ready before bucket ", k - 1, "; buckets launch in order");
   }
   StepPrediction p;
-  // TODO(task3) BEGIN: forward and backward times from the per-sample costs; walk the
-  // buckets keeping `free` = when the channel is free (start 0): start = max(ready time,
-  // free), free = start + ring_allreduce_seconds(link, bytes, ranks), and add each
-  // all-reduce's time to comm_s. exposed_s = max(0, free - backward); compute_s, step_s,
-  // samples_per_s as the contract says. (about 15 lines)
+  // What you have: w (Workload: forward_s_per_sample, backward_s_per_sample, fixed_s, and
+  // bucket_bytes and bucket_ready in launch order); batch_per_rank, ranks, link;
+  // ring_allreduce_seconds(link, bytes, p) (0 on one rank); p (StepPrediction: compute_s,
+  // comm_s, exposed_s, step_s, samples_per_s); std::max.
+  // TODO(task3) BEGIN: chapter §4's model of one step, time 0 at the start of backward: a
+  // bucket's all-reduce starts neither before the bucket is ready nor while the one
+  // launched before it still holds the single channel; what still runs when backward ends
+  // is exposed. Every field of p as time_cost.h defines it; samples_per_s counts the
+  // samples of every rank (about 15 lines).
   const double batch = static_cast<double>(batch_per_rank);
   const double forward = batch * w.forward_s_per_sample;
   const double backward = batch * w.backward_s_per_sample;
