@@ -6,33 +6,40 @@
 namespace mgpu::parallel::tp {
 
 Tensor CopyToTensorParallelRegion::forward(const Tensor& x) {
-  // TODO(task2) BEGIN: f's forward: every rank already holds the whole x, so nothing
-  // travels (1 line).
+  // What you have: x, the whole input, on every rank of group().
+  // TODO(task2) BEGIN: f's forward (chapter §2): what the layers after f receive; no
+  // collective (1 line).
   MGPU_FAIL("TODO(task2): f's forward is not written yet (lessons/11_tensor_parallel/conjugate.cpp); "
             "input ", x.str());
   // TODO(task2) END
 }
 
 Tensor CopyToTensorParallelRegion::backward(const Tensor& grad_out) {
-  // TODO(task2) BEGIN: f's backward: each rank's layer after f saw all of x, so its
-  // grad_out is one term of d(loss)/dx. Sum the terms over group() with one all_reduce,
-  // wait for it, and return the sum (about 3 lines).
+  // What you have: grad_out (this rank's term of d(loss)/dx); group(), the ProcessGroup f
+  // was given: all_reduce(t, dist::ReduceOp) -> dist::Work (in place; wait() blocks until
+  // it is done).
+  // TODO(task2) BEGIN: f's backward (chapter §2): the whole d(loss)/dx, the same on every
+  // rank of group() (never the world: in a 2-D grid it mixes replicas that read other
+  // data); exactly one collective, complete when the function returns (about 3 lines).
   MGPU_FAIL("TODO(task2): f's backward is not written yet (lessons/11_tensor_parallel/conjugate.cpp); "
             "gradient ", grad_out.str(), " over ", group().size(), " rank(s)");
   // TODO(task2) END
 }
 
 Tensor ReduceFromTensorParallelRegion::forward(const Tensor& x) {
-  // TODO(task2) BEGIN: g's forward: x is this rank's partial sum of the output. Sum the
-  // partial sums over group() with one all_reduce, wait, and return the sum (about 3 lines).
+  // What you have: x (this rank's partial sum of the output); group(), the ProcessGroup g
+  // was given: all_reduce(t, dist::ReduceOp) -> dist::Work (in place; wait()).
+  // TODO(task2) BEGIN: g's forward (chapter §2): the whole output, the same on every rank
+  // of group(); exactly one collective, complete when the function returns (about 3 lines).
   MGPU_FAIL("TODO(task2): g's forward is not written yet (lessons/11_tensor_parallel/conjugate.cpp); "
             "partial sum ", x.str(), " over ", group().size(), " rank(s)");
   // TODO(task2) END
 }
 
 Tensor ReduceFromTensorParallelRegion::backward(const Tensor& grad_out) {
-  // TODO(task2) BEGIN: g's backward: y = x_0 + ... + x_{P-1}, so dy/dx_r = 1 and every
-  // rank already holds the whole gradient: nothing travels (1 line).
+  // What you have: grad_out, the whole d(loss)/dy, on every rank.
+  // TODO(task2) BEGIN: g's backward (chapter §2): the gradient of this rank's term of the
+  // sum; no collective (1 line).
   MGPU_FAIL("TODO(task2): g's backward is not written yet (lessons/11_tensor_parallel/conjugate.cpp); "
             "gradient ", grad_out.str());
   // TODO(task2) END

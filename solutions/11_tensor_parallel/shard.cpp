@@ -13,8 +13,11 @@ ShardRange shard_range(std::int64_t total, int parts, int index) {
   MGPU_CHECK(index >= 0 && index < parts, "shard_range: shard ", index, " of ", parts,
              " does not exist (shards are 0..", parts - 1, ")");
   ShardRange r;
-  // TODO(task1) BEGIN: each shard gets total / parts features, and the first total % parts
-  // shards one more; shard `index` starts after the shards before it (about 4 lines).
+  // What you have: total, parts, index; r (ShardRange: begin, end, size()); std::min.
+  // TODO(task1) BEGIN: shard `index` of chapter §4's cut (torch.tensor_split's rule): the
+  // shards, in index order, tile [0, total) without gap or overlap, their sizes differ by
+  // at most one and the longer ones come first; 10 over 3 is [0, 4) [4, 7) [7, 10)
+  // (about 4 lines).
   const std::int64_t base = total / parts, longer = total % parts;
   r.begin = index * base + std::min<std::int64_t>(index, longer);
   r.end = r.begin + base + (index < longer ? 1 : 0);
@@ -28,9 +31,13 @@ GridPosition grid_position(int world, int tp, int rank) {
              " (--tp must divide the number of ranks)");
   MGPU_CHECK(rank >= 0 && rank < world, "grid_position: rank ", rank, " is not one of ", world);
   GridPosition p;
-  // TODO(task1) BEGIN: tensor-parallel groups are blocks of tp consecutive ranks, so the
-  // tp rank is rank % tp and the dp rank rank / tp. List the world ranks of both groups:
-  // the block that holds `rank`, and every rank with the same tp rank (about 6 lines).
+  // What you have: world, tp, rank; p (GridPosition: tp_rank, dp_rank, and tp_group and
+  // dp_group, world ranks in ascending order).
+  // TODO(task1) BEGIN: rank's place in chapter §6's Megatron grid, where the
+  // tensor-parallel groups are blocks of tp consecutive world ranks: its rank inside each
+  // of its two groups and both groups' members. Every rank is in one group of each kind,
+  // and its two groups meet in it alone; world 4, tp 2: rank 3 is tp_rank 1, dp_rank 1,
+  // tp_group {2, 3}, dp_group {1, 3} (about 6 lines).
   p.tp_rank = rank % tp;
   p.dp_rank = rank / tp;
   for (int i = 0; i < tp; ++i) p.tp_group.push_back(p.dp_rank * tp + i);
