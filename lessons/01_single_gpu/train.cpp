@@ -71,6 +71,6 @@ int main(int argc, char** argv) {
   flags.lr_schedule = true;
   flags.batch_help = "samples per step (per rank; 1 rank here)";
   app::add_flags(cli, opt, flags);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_main([&] { return train(opt); });
 }

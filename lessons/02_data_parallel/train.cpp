@@ -129,6 +129,6 @@ int main(int argc, char** argv) {
       ->capture_default_str()
       ->check(CLI::Range(1e-3, 1e6))
       ->needs(serialize);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_main([&] { return train(opt, python_like); });
 }

@@ -117,6 +117,6 @@ int main(int argc, char** argv) {
                "memory per stage) for M = 4, 8, 16 micro-batches of batch/16 rows, then exit");
   cli.add_option("--sweep-jsonl", f.sweep_jsonl, "--sweep also writes one JSON line per M here "
                  "(tools/plot sweep reads it)");
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_main([&] { return train(opt, f); });
 }

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   app.add_option("--device", opt.device, "cpu, or cuda (each rank on cuda:local_rank)")->capture_default_str();
   app.add_option("--backend", opt.backend, "auto, mpi or nccl")->capture_default_str();
   app.add_option("--csv", opt.csv, "also write the table as CSV to this file (rank 0)");
-  CLI11_PARSE(app, argc, argv);
+  MGPU_PARSE_FLAGS(app, argc, argv);
 
   try {
     const std::int64_t min_bytes = std::max<std::int64_t>(4, parse_size("--min-size", opt.min_size));

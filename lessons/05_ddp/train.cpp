@@ -102,6 +102,6 @@ int main(int argc, char** argv) {
   app::add_flags(cli, opt, flags);
   l05::add_ddp_flags(cli, f);
   // --help prints once, before MPI starts; a bad flag fails every rank the same way.
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

@@ -123,7 +123,7 @@ int main(int argc, char** argv) {
                "convert every BatchNorm to SyncBatchNorm (your convert_sync_batchnorm)");
   cli.add_flag("--no-train-mode-eval", no_train_mode_eval,
                "skip the test pass in train mode (batch statistics) after each epoch");
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv,
                               [&] { return train(opt, sync_bn, !no_train_mode_eval); });
 }

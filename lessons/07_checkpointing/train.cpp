@@ -96,7 +96,7 @@ int main(int argc, char** argv) {
   flags.backend = true;
   app::add_flags(cli, opt, flags);
   app::add_checkpoint_flags(cli, ck);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   if (!app::checkpoint_flags_ok(ck)) return 1;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, ck); });
 }

@@ -120,7 +120,7 @@ int main(int argc, char** argv) {
   flags.backend = true;
   app::add_flags(cli, opt, flags);
   l08::add_amp_flags(cli, f);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   if (!app::checkpoint_flags_ok(f.ck)) return 1;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

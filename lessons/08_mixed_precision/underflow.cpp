@@ -203,7 +203,7 @@ int main(int argc, char** argv) {
   app.add_option("--scale", opt.scale, "the loss scale to compare with")->capture_default_str()
       ->check(mgpu::app::positive_real());
   app.add_option("--seed", opt.seed, "initialisation and shuffle seed")->capture_default_str();
-  CLI11_PARSE(app, argc, argv);
+  MGPU_PARSE_FLAGS(app, argc, argv);
   if (opt.at.empty()) opt.at = {0, 900};
   try {
     return run(opt);

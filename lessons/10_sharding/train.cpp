@@ -154,6 +154,6 @@ int main(int argc, char** argv) {
   flags.adamw = true;
   app::add_flags(cli, opt, flags);
   l10::add_shard_flags(cli, f);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv, [&] { return train(opt, f); });
 }

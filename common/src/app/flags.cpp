@@ -169,4 +169,18 @@ bool checkpoint_flags_ok(const CheckpointFlags& ck) {
   return true;
 }
 
+int parse_flags(CLI::App& cli, int argc, char** argv) {
+  try {
+    cli.parse(argc, argv);
+    return -1;
+  } catch (const CLI::ParseError& e) {
+    // The launcher's rank, read before MPI starts: Open MPI, PMIx, MPICH/PMI and Slurm.
+    for (const char* var : {"OMPI_COMM_WORLD_RANK", "PMIX_RANK", "PMI_RANK", "SLURM_PROCID"}) {
+      const char* value = std::getenv(var);
+      if (value && *value && std::string(value) != "0") return e.get_exit_code();
+    }
+    return cli.exit(e);
+  }
+}
+
 }  // namespace mgpu::app

@@ -204,9 +204,13 @@ int run_distributed(int* argc, char*** argv, const std::function<int()>& body) {
     try {
       return body();
     } catch (const std::exception& e) {
-      // Every rank usually fails the same way (the same checks on the same data); one that
-      // fails alone must not leave the others waiting in a collective.
-      dist::abort_job(std::string("error: ") + e.what());
+      // Every rank usually fails the same way (the same checks on the same flags and data):
+      // then rank 0 says it once and all exit together, cleanly. One that fails alone must
+      // not leave the others waiting in a collective: it ends the job.
+      const std::string reason = std::string("error: ") + e.what();
+      if (!dist::failing_alike_everywhere(reason)) dist::abort_job(reason);
+      if (dist::is_main_rank()) std::fprintf(stderr, "%s\n", reason.c_str());
+      return 1;
     }
   } catch (const std::exception& e) {
     std::fprintf(stderr, "error: %s\n", e.what());

@@ -6,7 +6,9 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <functional>
 #include <mutex>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -23,6 +25,7 @@ struct RuntimeState {
   bool we_started_mpi = false;
   int rank = 0, size = 1, local_rank = 0, local_size = 1, nodes = 1;
   MPI_Comm node_comm = MPI_COMM_NULL;
+  MPI_Comm exit_comm = MPI_COMM_NULL;  // failing_alike_everywhere()'s own communicator
   std::mutex groups_mutex;
   std::vector<std::weak_ptr<detail::BackendGroup>> groups;
 };
@@ -94,6 +97,7 @@ void init(int* argc, char*** argv) {
   // Ranks that can share memory are on the same node: that is how the local rank is found.
   MGPU_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s.rank,
                                      MPI_INFO_NULL, &s.node_comm));
+  MGPU_MPI_CHECK(MPI_Comm_dup(MPI_COMM_WORLD, &s.exit_comm));
   MGPU_MPI_CHECK(MPI_Comm_rank(s.node_comm, &s.local_rank));
   MGPU_MPI_CHECK(MPI_Comm_size(s.node_comm, &s.local_size));
   int leader = s.local_rank == 0 ? 1 : 0;
@@ -123,6 +127,7 @@ void finalize() {
   detail::free_user_ops();
   detail::stop_progress_board();
   MPI_Comm_free(&s.node_comm);
+  MPI_Comm_free(&s.exit_comm);
   s.initialized = false;
   int done = 0;
   MPI_Finalized(&done);
@@ -144,6 +149,29 @@ Device rank_device(const std::string& flag) {
   if (flag == "cpu") return rank_device(Device::Kind::cpu);
   if (flag == "cuda" || flag == "gpu") return rank_device(Device::Kind::cuda);
   return Device::parse(flag);  // an explicit "cuda:3" or "cpu:0"; throws on anything else
+}
+
+bool failing_alike_everywhere(const std::string& reason, double wait_s) {
+  RuntimeState& s = state();
+  if (!s.initialized) return false;
+  if (s.size == 1) return true;
+  MPI_Request arrived = MPI_REQUEST_NULL;
+  if (MPI_Ibarrier(s.exit_comm, &arrived) != MPI_SUCCESS) return false;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(wait_s);
+  int done = 0;
+  while (!done) {
+    if (MPI_Test(&arrived, &done, MPI_STATUS_IGNORE) != MPI_SUCCESS) return false;
+    if (done) break;
+    if (std::chrono::steady_clock::now() > deadline) return false;  // someone failed alone
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  // Every rank is here: the same reason everywhere? (its hash's smallest and largest)
+  const unsigned long long h = std::hash<std::string>{}(reason);
+  unsigned long long lo = 0, hi = 0;
+  if (MPI_Allreduce(&h, &lo, 1, MPI_UNSIGNED_LONG_LONG, MPI_MIN, s.exit_comm) != MPI_SUCCESS ||
+      MPI_Allreduce(&h, &hi, 1, MPI_UNSIGNED_LONG_LONG, MPI_MAX, s.exit_comm) != MPI_SUCCESS)
+    return false;
+  return lo == hi;
 }
 
 void abort_job(const std::string& reason, int exit_code) {

@@ -6,6 +6,7 @@
 // always added in the same order (lane_sum), so the thread count never changes a result.
 #include <algorithm>
 #include <cmath>
+#include <utility>
 
 #include "dispatch.h"
 #include "mgpu/nn/functional.h"
@@ -194,8 +195,16 @@ void batch_norm_backward_reduce(const Tensor& grad_out, const Tensor& x, const T
   check_same_device(op, grad_out, x);
   check_channel(op, "mean", mean, x, d, stats_dtype(x));
   check_channel(op, "invstd", invstd, x, d, stats_dtype(x));
-  sum_dy = Tensor::empty({d.c}, stats_dtype(x), x.device());
-  sum_dy_xmu = Tensor::empty({d.c}, stats_dtype(x), x.device());
+  // Written into: a defined output (a view into a larger buffer included) must be [C] in
+  // the statistics dtype on x's device; an undefined one is allocated.
+  for (auto [t, name] : {std::pair<Tensor*, const char*>{&sum_dy, "sum_dy"},
+                         std::pair<Tensor*, const char*>{&sum_dy_xmu, "sum_dy_xmu"}}) {
+    if (t->defined()) {
+      check_channel(op, name, *t, x, d, stats_dtype(x));
+    } else {
+      *t = Tensor::empty({d.c}, stats_dtype(x), x.device());
+    }
+  }
   if (d.c == 0) return;
   if (x.device().is_cuda()) {
     MGPU_IF_CUDA(detail::bn_backward_reduce_cuda(grad_out, x, mean, sum_dy, sum_dy_xmu,

@@ -9,7 +9,7 @@
 ///     CLI::App cli{"Lesson 02: ..."};
 ///     app::add_flags(cli, opt, {{"mlp-bn", "mlp", "cnn-small", "cnn"}});
 ///     cli.add_flag("--sweep", sweep, "...");       // its own flags
-///     CLI11_PARSE(cli, argc, argv);
+///     MGPU_PARSE_FLAGS(cli, argc, argv);
 #pragma once
 
 #include <CLI/CLI.hpp>
@@ -102,4 +102,18 @@ CLI::Validator non_negative_real();
 /// A real number > 0.
 CLI::Validator positive_real();
 
+/// Parses the command line: -1 when the program goes on, else the exit status to return
+/// (0 after --help, CLI11's code for a wrong flag). Under mpirun every rank parses the same
+/// flags and finds the same error, so only the launcher's rank 0 prints the help or the
+/// error: one message, not one per rank. Use it through MGPU_PARSE_FLAGS.
+int parse_flags(CLI::App& cli, int argc, char** argv);
+
 }  // namespace mgpu::app
+
+/// CLI11_PARSE for mgpu-lab's programs: parses with mgpu::app::parse_flags and returns from
+/// main with its exit status when the program should stop (--help, a wrong flag).
+#define MGPU_PARSE_FLAGS(cli, argc, argv)                                    \
+  do {                                                                       \
+    const int mgpu_parse_status_ = ::mgpu::app::parse_flags(cli, argc, argv); \
+    if (mgpu_parse_status_ >= 0) return mgpu_parse_status_;                  \
+  } while (0)

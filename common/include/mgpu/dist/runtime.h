@@ -53,6 +53,14 @@ Device rank_device(const std::string& flag);
 /// know about; a plain exit would leave them waiting in their next collective.
 [[noreturn]] void abort_job(const std::string& reason, int exit_code = 1);
 
+/// Whether every rank of the job is failing with this same `reason` (a wrong flag, the
+/// same check on the same data): each rank that calls it waits up to `wait_s` seconds for
+/// all the others to call it too (on a communicator of its own, so that collectives left
+/// pending elsewhere do not matter), then compares the reasons. True: the ranks may print
+/// one line and exit cleanly together; false (a rank failed alone, or the reasons differ):
+/// abort_job() is the way out.
+bool failing_alike_everywhere(const std::string& reason, double wait_s = 3.0);
+
 /// RAII form of init()/finalize() for main(): `mgpu::dist::Runtime runtime(&argc, &argv);`.
 class Runtime {
  public:

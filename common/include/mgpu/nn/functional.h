@@ -72,7 +72,10 @@ Tensor batch_norm_invstd(const Tensor& var, double eps);
 Tensor batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invstd,
                         const Tensor& weight, const Tensor& bias);
 /// Per-channel sums the backward needs: sum_dy = sum(dy), sum_dy_xmu = sum(dy * (x - mean)).
-/// d(weight) = sum_dy_xmu * invstd, d(bias) = sum_dy.
+/// d(weight) = sum_dy_xmu * invstd, d(bias) = sum_dy. The sums are written into sum_dy and
+/// sum_dy_xmu when they are defined: [C] tensors (views into one buffer too) in
+/// the statistics dtype (f32, f64 for f64 input) on x's device; undefined ones are
+/// allocated. Throws mgpu::Error for a defined output of another shape, dtype or device.
 void batch_norm_backward_reduce(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
                                 const Tensor& invstd, Tensor& sum_dy, Tensor& sum_dy_xmu);
 /// dx = weight * invstd * (dy - sum_dy / count - (x - mean) * invstd^2 * sum_dy_xmu / count):
