@@ -16,8 +16,8 @@ SyncBatchNormGrads sync_batch_norm_backward(const Tensor& grad_out, const Tensor
   const DType stats = mean.dtype();  // f32, or f64 for f64 input
   SyncBatchNormGrads out;
   // What you have: nn::batch_norm_backward_reduce(dy, x, mean, invstd, sum_dy, sum_dy_xmu)
-  // sets its last two arguments to new [C] tensors holding this rank's sums (it replaces
-  // the handles: a view passed in is not written); nn::batch_norm_backward_apply(dy, x, mean,
+  // writes this rank's sums into its last two arguments ([C] tensors, views into a larger
+  // buffer included; undefined ones it allocates); nn::batch_norm_backward_apply(dy, x, mean,
   // invstd, weight, sum_dy, sum_dy_xmu, count) computes dx from any sums and count;
   // Tensor::zeros(shape, dtype, device); t.view(offset, {n}) a view into t; cast_(dst, src)
   // copies into a view; mul(a, b); group.all_reduce(t, dist::ReduceOp::sum).wait() sums t
