@@ -82,6 +82,27 @@ TEST_CASE("BatchNorm normalises with batch stats and tracks running stats as PyT
   CHECK_THROWS_WITH(bn.forward(Tensor::zeros({4, 3}, DType::f64)), Catch::Contains("BatchNorm1d"));
 }
 
+TEST_CASE("batch_norm_backward_reduce writes its sums into the outputs it is given",
+          "[nn][batchnorm]") {
+  // dy = x = [4, 2]; channel 0 holds 1, 2, 3, 6 (mean 3), channel 1 10, 20, 30, 40 (mean
+  // 25): sum_dy = 12 and 100, sum_dy_xmu = sum(x (x - mean)) = 14 and 500.
+  Tensor x = Tensor::from_vector<double>({1, 10, 2, 20, 3, 30, 6, 40}, {4, 2});
+  Tensor mean = Tensor::from_vector<double>({3, 25}, {2});
+  Tensor invstd = Tensor::from_vector<double>({1, 1}, {2});
+  Tensor buffer = Tensor::zeros({5}, DType::f64);  // [pad | sum_dy | sum_dy_xmu]
+  Tensor sum_dy = buffer.view(1, {2}), sum_dy_xmu = buffer.view(3, {2});
+  batch_norm_backward_reduce(x, x, mean, invstd, sum_dy, sum_dy_xmu);
+  CHECK(values(buffer) == std::vector<double>{0, 12, 100, 14, 500});
+  // Undefined outputs are allocated; a defined one of the wrong shape is refused.
+  Tensor a, b;
+  batch_norm_backward_reduce(x, x, mean, invstd, a, b);
+  CHECK(values(a) == values(sum_dy));
+  CHECK(values(b) == values(sum_dy_xmu));
+  Tensor wrong = Tensor::zeros({3}, DType::f64);
+  CHECK_THROWS_WITH(batch_norm_backward_reduce(x, x, mean, invstd, wrong, b),
+                    Catch::Contains("sum_dy is f64[3]"));
+}
+
 TEST_CASE("Dropout: eval is the identity; the mask is seeded, scaled and about p",
           "[nn][dropout]") {
   Dropout drop(0.25, 99);
