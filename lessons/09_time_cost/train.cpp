@@ -154,7 +154,7 @@ int main(int argc, char** argv) {
   flags.backend = true;
   app::add_flags(cli, opt, flags);
   l09::add_time_cost_flags(cli, o);
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   if (!l09::flags_ok(cli, o)) return 1;
   return app::run_distributed(&argc, &argv, [&] { return train(opt, o); });
 }

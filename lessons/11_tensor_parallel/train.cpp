@@ -108,9 +108,9 @@ int train(const app::Options& opt, int tp) {
     // is collective inside the group); the dp groups split the test set.
     run.end_epoch(app::evaluate(*model, *test_loader, grid.dp_cpu.get()));
   }
-  l11::print_memory(opt, formula_params,
+  l11::print_memory(*cpu_group, opt, formula_params,
                     static_cast<double>(memory_stats(device).allocated) - before_model,
-                    peak_step_bytes,
+                    peak_step_bytes, std::max<std::int64_t>(0, steps - 2),
                     steps ? static_cast<double>(tp_collectives) / static_cast<double>(steps) : 0.0);
   return run.finish();
 }
@@ -133,6 +133,6 @@ int main(int argc, char** argv) {
   cli.add_option("--tp", tp, "ranks of each tensor-parallel group (consecutive ranks); it must "
                  "divide the number of ranks, which are then tp x dp")
       ->check(app::positive_integer(1024))->capture_default_str();
-  CLI11_PARSE(cli, argc, argv);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv, [&] { return train(opt, tp); });
 }

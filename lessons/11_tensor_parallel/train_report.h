@@ -4,6 +4,7 @@
 /// the tests do not use it.
 #pragma once
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <string>
@@ -73,17 +74,52 @@ inline void print_setup(const app::Options& opt, nn::Sequential& model, int tp,
                 app::mib(8.0 * static_cast<double>(formula_params), 3), " by the formula");
 }
 
-/// After training: each rank's model state and a step's peak against the formula, and the
-/// tensor-parallel collectives per step.
-inline void print_memory(const app::Options& opt, std::int64_t formula_params, double state_bytes,
-                         double peak_step_bytes, double tp_collectives_per_step) {
-  dist::log_all("model state after training: ", app::mib(state_bytes, 3), " measured; 4 B x ",
-                formula_params, " x 4 (weights, gradients, momentum, DDP's bucket copy of the "
-                "gradients) = ", app::mib(16.0 * static_cast<double>(formula_params), 3));
+/// Every rank's `line`, printed by rank 0 in rank order as "[rank r] line": the lines of the
+/// other ranks then come before rank 0's summary instead of after it (each process's output
+/// reaches mpirun on its own schedule). `cpu` is a CPU group over the whole world.
+inline void log_each_rank(dist::ProcessGroup& cpu, const std::string& line) {
+  const int world = cpu.size();
+  Tensor lengths = Tensor::empty({world}, DType::i64, Device::cpu());
+  cpu.all_gather(lengths, Tensor::from_vector<std::int64_t>(
+                              {static_cast<std::int64_t>(line.size())}, {1})).wait();
+  const std::vector<std::int64_t> length = lengths.to_vector<std::int64_t>();
+  const std::int64_t longest = std::max<std::int64_t>(
+      1, *std::max_element(length.begin(), length.end()));
+  std::vector<std::int32_t> mine(static_cast<std::size_t>(longest), 0);
+  for (std::size_t i = 0; i < line.size(); ++i) mine[i] = static_cast<unsigned char>(line[i]);
+  Tensor all = Tensor::empty({world * longest}, DType::i32, Device::cpu());
+  cpu.all_gather(all, Tensor::from_vector<std::int32_t>(mine, {longest})).wait();
+  if (cpu.rank() != 0) return;
+  const std::vector<std::int32_t> chars = all.to_vector<std::int32_t>();
+  for (int r = 0; r < world; ++r) {
+    std::string text;
+    for (std::int64_t i = 0; i < length[r]; ++i) text += static_cast<char>(chars[r * longest + i]);
+    dist::log0("[rank ", r, "] ", text);
+  }
+}
+
+/// After training: each rank's model state and a step's peak against the formula (printed by
+/// rank 0, before its summary), and the tensor-parallel collectives per step. A step's peak
+/// is measured from step 3 on (step 1 allocates the momentum, step 2 DDP's rebuilt buckets):
+/// `measured_steps` of them.
+inline void print_memory(dist::ProcessGroup& cpu, const app::Options& opt,
+                         std::int64_t formula_params, double state_bytes,
+                         double peak_step_bytes, std::int64_t measured_steps,
+                         double tp_collectives_per_step) {
+  log_each_rank(cpu, "model state after training: " + app::mib(state_bytes, 3) +
+                         " measured; 4 B x " + std::to_string(formula_params) +
+                         " x 4 (weights, gradients, momentum, DDP's bucket copy of the "
+                         "gradients) = " + app::mib(16.0 * static_cast<double>(formula_params), 3));
   dist::log0("tensor-parallel collectives per training step: ", tp_collectives_per_step,
              " (2 per Megatron MLP block: g forward, f backward)");
-  dist::log_all("peak memory of a step above the model state: ", app::mib(peak_step_bytes, 3),
-                " (activations and temporaries of a batch of ", opt.batch_size, ")");
+  const std::string batch = " (activations and temporaries of a batch of " +
+                            std::to_string(opt.batch_size) + ")";
+  log_each_rank(cpu, measured_steps > 0
+                         ? "peak memory of a step above the model state: " +
+                               app::mib(peak_step_bytes, 3) + batch
+                         : "peak memory of a step above the model state: not measured: it is "
+                           "measured from step 3 on (step 1 allocates the momentum, step 2 "
+                           "DDP's rebuilt buckets); run 3 or more steps");
 }
 
 }  // namespace mgpu::lesson11
