@@ -254,6 +254,38 @@ class CompileErrorTest(unittest.TestCase):
                              ["solutions/99_x/k.cu.o", "common/libmgpu.a.p/t.cpp.o"])
 
 
+    def test_a_submission_s_errors_quote_its_own_files_only(self):
+        with tempfile.TemporaryDirectory() as root:
+            os.makedirs(os.path.join(root, "lessons", "99_x"))
+            with open(os.path.join(root, "lessons", "99_x", "k.cpp"), "w") as f:
+                f.write("int a;\n// TODO(task1) BEGIN\n#include \"/etc/passwd\"\n"
+                        "// TODO(task1) END\nint c;\n")
+            gcc = ("In file included from ../lessons/99_x/k.cpp:3:\n"
+                   "/etc/passwd: In function 'void f()':\n"
+                   "/etc/passwd:1:9: error: expected ';' before ':' token\n"
+                   "    1 | root:x:0:0:root:/root:/bin/bash\n"
+                   "      |         ^\n"
+                   "../lessons/99_x/k.cpp:5:5: error: redefinition of 'int c'\n"
+                   "    5 | int c;\n"
+                   "      |     ^\n"
+                   "../common/include/mgpu/x.h:1:5: note: 'int c' previously declared here\n"
+                   "    1 | int c;\n"
+                   "/usr/bin/ld: undefined reference to `f()'\n")
+            for own_only in (False, True):
+                b = building.BuildDir(root, os.path.join(root, "build"), own_only=own_only)
+                b.failures = [("liblessons_99_x.a.p/k.cpp.o", gcc)]
+                e, = b.errors_of("lessons", "99_x")
+                self.assertEqual((e.task, e.where), ("task1", "lessons/99_x/k.cpp"))
+                self.assertEqual("root:x" in e.text, not own_only)
+            self.assertEqual(e.text.splitlines(), [
+                "In file included from lessons/99_x/k.cpp:3:",
+                "lessons/99_x/k.cpp:5:5: error: redefinition of 'int c'",
+                "    5 | int c;", "      |     ^",
+                "/usr/bin/ld: undefined reference to `f()'",
+                "(6 line(s) about other files not shown: the report shows the submission's "
+                "own files only)"])
+
+
 def case(name, status, points=1, task="task1", kind="cpu", output="", gpu=False):
     tags = f"[99_x][{task}][points:{points}]" + ("[gpu]" if gpu else "")
     return catch2.Case(name, tags, status, output, kind=kind)
@@ -405,6 +437,53 @@ class SubmissionTest(unittest.TestCase):
         self.assertIn("do not pair up", notes[0])
         self.assertEqual(self.read(checkout, "lessons/99_x/k.cpp"), self.COURSE)
 
+    def solved(self):
+        return self.COURSE.replace("FAIL();\n// TODO(task1) END", "y = a * x + y;\n// TODO(task1) END")
+
+    def take(self):
+        course = Course(self.course)
+        exercise = submission.fenced_files(course)
+        checkout = os.path.join(self.tmp, "w")
+        submission.sync_clean_copy(course, checkout)
+        notes = submission.take_fences(course, self.student, checkout, exercise, {})
+        notes += submission.compare_rest(course, self.student, exercise, ["99_x"])
+        return "\n".join(notes), self.read(checkout, "lessons/99_x/k.cpp")
+
+    def test_nothing_is_read_through_a_link(self):
+        other = os.path.join(self.tmp, "bob")   # another student's solved file
+        self.write(other, "lessons/99_x/k.cpp", self.solved())
+        self.write(other, "lessons/99_x/k.h", "int f();\n")
+        mine = os.path.join(self.student, "lessons/99_x/k.cpp")
+        os.unlink(mine)
+        os.symlink(os.path.join(other, "lessons/99_x/k.cpp"), mine)
+        notes, spliced = self.take()
+        self.assertEqual(spliced, self.COURSE)
+        self.assertIn("refused: lessons/99_x/k.cpp: a symbolic link (to ", notes)
+        os.unlink(mine)   # a hard link to it: refused as well
+        os.link(os.path.join(other, "lessons/99_x/k.cpp"), mine)
+        notes, spliced = self.take()
+        self.assertEqual(spliced, self.COURSE)
+        self.assertIn("refused: lessons/99_x/k.cpp: a hard link", notes)
+        shutil.rmtree(os.path.join(self.student, "lessons"))   # lessons/ itself a link
+        os.symlink(os.path.join(other, "lessons"), os.path.join(self.student, "lessons"))
+        notes, spliced = self.take()
+        self.assertEqual(spliced, self.COURSE)
+        self.assertIn("refused: lessons/ is a symbolic link (to ", notes)
+        self.assertIn("not read (links, hard links or not regular files) (1, ignored: the "
+                      "course's copy is used): lessons/99_x/k.h", notes)
+
+    def test_files_over_the_limit_are_not_read(self):
+        mine = os.path.join(self.student, "lessons/99_x/k.cpp")
+        with open(mine, "w") as f:
+            f.truncate(1 << 30)   # sparse: 1 GiB that takes no disk
+        with open(os.path.join(self.student, "tests/99_x/t.cpp"), "w") as f:
+            f.truncate(1 << 30)
+        notes, spliced = self.take()
+        self.assertEqual(spliced, self.COURSE)
+        self.assertIn(f"refused: lessons/99_x/k.cpp: {1 << 30} bytes, over the limit", notes)
+        self.assertIn("edited outside the fences (1, ignored: the course's copy is used): "
+                      "tests/99_x/t.cpp", notes)
+
     def test_the_clean_copy_loses_what_a_previous_submission_left(self):
         checkout = os.path.join(self.tmp, "w")
         self.write(checkout, "stray.cpp", "x\n")
@@ -551,6 +630,13 @@ CASES = [  # name, tags, behaviour
     ("after the abort", "[99_fake][task4][points:1]", "pass"),
 ]
 args = sys.argv[1:]
+start = os.environ.get("FAKE_START", "")   # what a global constructor does before main
+if start == "abort":
+    os.abort()
+if start == "exit77":
+    os._exit(77)
+if start == "silent":
+    sys.exit(0)
 if "--require-gpu" in args:
     print("SKIPPED: GPU tests not run: no CUDA GPU is visible (fake)")
     sys.exit(77)
@@ -744,6 +830,35 @@ class EndToEndTest(unittest.TestCase):
             shutil.rmtree(root)
 
     @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
+    def with_sources(self):
+        """Meson's introspection of the fake binaries, with a test source that has the
+        cases of the non-MPI binary: what the grader expects, whatever the binary says."""
+        src = os.path.join(self.tmp, "test_fake.cpp")
+        with open(src, "w") as f:
+            f.write('TEST_CASE("adds", "[99_fake][task1][points:2]") {}\n'
+                    'TEST_CASE("scales", "[99_fake][task2][points:3]") {}\n'
+                    'TEST_CASE("on the gpu", "[99_fake][task2][points:1][gpu]") {}\n')
+        os.makedirs(os.path.join(self.tmp, "meson-info"))
+        targets = [{"name": "test_99_fake", "type": "executable",
+                    "filename": [os.path.join(self.tmp, v, "99_fake", "test_99_fake")],
+                    "target_sources": [{"sources": [src]}]} for v in ("lessons", "solutions")]
+        with open(os.path.join(self.tmp, "meson-info", "intro-targets.json"), "w") as f:
+            json.dump(targets, f)
+
+    def test_a_binary_that_fails_before_its_first_case_scores_zero_of_the_full_maximum(self):
+        self.with_sources()
+        for start, policy, score in (("abort", "exclude", "0/6"), ("abort", "fail", "0/6"),
+                                     ("silent", "exclude", "0/6"), ("silent", "fail", "0/6"),
+                                     ("exit77", "exclude", "0/5"), ("exit77", "fail", "0/6")):
+            with self.subTest(start=start, policy=policy):
+                rc, out = self.grade("--reference", "--gpu-policy", policy, "99",
+                                     env={"FAKE_START": start})
+                self.assertEqual(rc, 1, out)
+                self.assertIn(f"score: {score} points", out)
+        rc, out = self.grade("--reference", "99")   # the honest binary: unchanged
+        self.assertEqual(rc, 0, out)
+        self.assertIn("score: 5/5 points", out)
+
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
         self.fake("solutions", "test_99_fake_mpi")
         rc, out = self.grade("--reference", "99")

@@ -15,6 +15,12 @@ VARIANTS = ("lessons", "solutions")
 # gcc/clang "path:line:col: error: ..." and nvcc "path(line): error: ..."
 DIAGNOSTIC = re.compile(r"^(?P<path>[^\s:()]+?)(?::(?P<line>\d+)(?::\d+)?:|\((?P<nvline>\d+)\):)"
                         r"\s*(?P<kind>fatal error|error|warning|note)\b")
+# Any line that says where it is: a diagnostic, "path: In function ...", "In file included
+# from path:line", "                 from path:line", "In instantiation of ..." with a path.
+LOCATED = re.compile(r"^(?:In file included from |\s+from )?(?P<path>[^\s:()]+?)"
+                     r"(?::\d+(?::\d+)?[:,]?|\(\d+\):|: )")
+INCLUDED_FROM = re.compile(r"^(?:In file included from |\s+from )(?P<path>[^\s:()]+?):(?P<line>\d+)")
+LINKER = re.compile(r"^(?:\S*/)?(?:ld|ld\.\w+|collect2|nvlink)(?:\.exe)?: ")
 
 
 def load_check_fences():
@@ -62,8 +68,12 @@ class CompileError:
 
 
 class BuildDir:
-    def __init__(self, root, path):
+    """own_only: the compiler output kept in errors is the lines about the lessons' own
+    files (a submission's report never quotes another file, e.g. an #include of one)."""
+
+    def __init__(self, root, path, own_only=False):
         self.root, self.path = root, path
+        self.own_only = own_only
         self.ok, self.log = True, ""
         self.failures = []    # (outputs, text) per 'FAILED:' block of ninja's output
         self._targets = None
@@ -191,21 +201,60 @@ class BuildDir:
 
     def _attribute(self, variant, lesson, outputs, text):
         lines = text.splitlines()
-        shown = [self.readable(ln) for ln in lines]
+        mine = os.path.join(variant, lesson) + os.sep
+        shown = [self.readable(ln) for ln in
+                 (self.own_lines(lines, "lessons" + os.sep) if self.own_only else lines)]
+        included = None   # the lesson's line that included the file of the next error
         for ln in lines:
+            inc = INCLUDED_FROM.match(ln)
+            if inc:
+                rel = self.project_rel(inc.group("path"))
+                if rel.startswith(mine) and included is None:
+                    included = (rel, int(inc.group("line")))
+                continue
             m = DIAGNOSTIC.match(ln)
             if not m or m.group("kind") not in ("error", "fatal error"):
+                if not ln.startswith((" ", "\t")) and not LOCATED.match(ln):
+                    included = None
                 continue
-            path = os.path.normpath(os.path.join(self.path, m.group("path")))
-            rel = os.path.relpath(path, self.root)
+            rel = self.project_rel(m.group("path"))
             line = int(m.group("line") or m.group("nvline"))
-            if rel.startswith(os.path.join(variant, lesson) + os.sep):
-                for task, first, last in fences_of(path):
+            if not rel.startswith(mine) and included:   # in a file the lesson's code included
+                rel, line = included
+            if rel.startswith(mine):
+                for task, first, last in fences_of(os.path.join(self.root, rel)):
                     if first <= line <= last:
                         return CompileError(task, rel, "\n".join(shown))
                 return CompileError("-", f"{rel} (outside the fences)", "\n".join(shown))
-            return CompileError("-", rel, "\n".join(shown))
+            return CompileError("-", rel if not self.own_only or rel.startswith("lessons" + os.sep)
+                                else outputs, "\n".join(shown))
         return CompileError("-", outputs, "\n".join(shown))
+
+    def project_rel(self, path):
+        """A compiler's path (relative to the build folder, or absolute) from the root."""
+        return os.path.relpath(os.path.normpath(os.path.join(self.path, path)), self.root)
+
+    def own_lines(self, lines, prefix):
+        """The lines of compiler output about files under `prefix` (from the root): each
+        located line with the lines that follow it (the quoted source, the caret), and
+        the linker's; the rest is counted in one last line, never shown."""
+        out, keep, dropped = [], False, 0
+        for ln in lines:
+            m = LOCATED.match(ln)
+            if LINKER.match(ln):
+                keep = True
+            elif m and (not ln.startswith(" ") or ln.lstrip().startswith("from ")):
+                keep = self.project_rel(m.group("path")).startswith(prefix)
+            elif not m and not ln.startswith((" ", "\t", "|")) and ln.strip():
+                keep = keep and ln.strip() == "compilation terminated."
+            if keep:
+                out.append(ln)
+            else:
+                dropped += 1
+        if dropped:
+            out.append(f"({dropped} line(s) about other files not shown: the report shows "
+                       "the submission's own files only)")
+        return out
 
     def readable(self, line):
         """A compiler line with its path relative to the project root, not the build."""

@@ -33,12 +33,18 @@ def cases_filter(binary, binaries):
     return "".join(f"~[{t}]" for t in tasks)
 
 
+def selects(only, tags):
+    """Whether a filter of cases_filter ('[taskK]', '~[task1]~[task2]', '') selects tags."""
+    wanted = re.findall(r"(~?)(\[[^\]]*\])", only)
+    return all((tag in tags) != bool(neg) for neg, tag in wanted)
+
+
 class Run:
     def __init__(self, rc, stdout, stderr, timed_out, seconds):
         self.rc, self.stdout, self.stderr = rc, stdout, stderr
         self.timed_out, self.seconds = timed_out, seconds
 
-    def why_incomplete(self, timeout):
+    def why_incomplete(self, timeout, inside=True):
         if self.timed_out:
             return f"timed out after {timeout:g} s; the run was killed"
         if self.rc < 0:
@@ -47,7 +53,7 @@ class Run:
             except ValueError:
                 name = f"signal {-self.rc}"
             return f"crashed ({name})"
-        return f"the run ended (exit status {self.rc}) inside this test case"
+        return f"the run ended (exit status {self.rc})" + (" inside this test case" if inside else "")
 
     def tail(self, n=12):
         """What the run printed besides the XML report: the lines that say what went
@@ -109,8 +115,11 @@ class Runner:
     limit) fails that case alone: the cases it never reached run again in a new launch,
     so one bug in one task never zeroes the rest of the lesson."""
 
-    def __init__(self, timeout, workdir, root):
+    def __init__(self, timeout, workdir, root, gpu_expected=False):
         self.timeout = timeout or None   # 0: no limit
+        # gpu_expected: the build has the CUDA backend and this machine a GPU, so exit
+        # status 77 ("no GPU here") from a GPU launch is a lie, not a skip.
+        self.gpu_expected = gpu_expected
         self.workdir = workdir
         mpirun = os.path.join(root, "tools", "mpirun")   # the course's mpirun settings
         self.mpirun = mpirun if shutil.which("mpirun") and os.access(mpirun, os.X_OK) else None
@@ -157,16 +166,29 @@ class Runner:
                     text = f.read()
         return parse_catch_xml(text), r
 
-    def run_catch(self, prefix, exe, filt, kind, extra=()):
-        """Every case `filt` selects, as Cases. Exit status 77 turns them into skips."""
+    def expected_cases(self, prefix, exe, filt, expected):
+        """The cases a launch of filt must report: those of the binary's sources that filt
+        selects (the binary can neither add nor hide one, nor change its points), or the
+        binary's own listing where its sources are unknown (a pre-built tree)."""
+        if expected:
+            return [(n, t) for n, t in expected if selects(filt, t)]
+        return self.list_cases(prefix, exe, filt)
+
+    def run_catch(self, prefix, exe, filt, kind, extra=(), expected=None):
+        """Every case `filt` selects, as Cases. Exit status 77 of a GPU launch (extra has
+        --require-gpu) on a machine where no GPU run is expected turns them into skips;
+        anywhere else it is an exit like any other. expected: [(name, tags)] of the
+        binary's sources (see expected_cases); every one of them gets an outcome."""
         report, r = self._launch(prefix, exe, filt, extra)
-        if r.rc == SKIP_STATUS and not r.timed_out:
+        if r.rc == SKIP_STATUS and not r.timed_out and "--require-gpu" in extra \
+                and not self.gpu_expected:
             reason = next((ln.strip() for ln in r.stdout.splitlines() if "SKIP" in ln.upper()),
                           r.stdout.strip() or "skipped (exit status 77)")
             reason = re.sub(r"^SKIPPED:\s*", "", reason)
             return [Case(n, t, "skipped", reason, kind=kind)
-                    for n, t in self.list_cases(prefix, exe, filt)]
-        cases, listed, alone = [], None, None   # alone: the one case a launch ran, if so
+                    for n, t in self.expected_cases(prefix, exe, filt, expected)]
+        listed = self.expected_cases(prefix, exe, filt, expected) if expected else None
+        cases, alone = [], None   # alone: the one case a launch ran, if so
         while True:
             cases += self._cases_of(report, r, kind)
             whole = report.complete and not r.timed_out and r.rc >= 0
@@ -174,7 +196,7 @@ class Runner:
                 break
             # The launch ended early: the case it was in fails; the rest run again.
             if listed is None:
-                listed = self.list_cases(prefix, exe, filt)
+                listed = self.expected_cases(prefix, exe, filt, expected)
             seen = {c.name for c in cases}
             why = r.why_incomplete(self.timeout_text)
             tail = "\n" + r.tail() if r.tail() else ""
@@ -187,10 +209,12 @@ class Runner:
                     # Run alone, it still ended first: another rank failed inside it before
                     # rank 0 began it, or the program cannot start (then every case fails
                     # alone). A launch that timed out is not repeated case by case.
+                    before = r.why_incomplete(self.timeout_text, inside=False)
                     for n, t in listed:
                         if n not in seen and (n == alone or not alone):
                             cases.append(Case(n, t, "failed",
-                                              f"{why} before this test case began{tail}", kind=kind))
+                                              f"{before} before this test case began{tail}",
+                                              kind=kind))
                             seen.add(n)
                 elif any(n not in seen for n, _ in listed):
                     # Under mpirun another rank can end the launch in the first case before
@@ -207,11 +231,31 @@ class Runner:
             seen = {c.name for c in cases}
             cases += [Case(n, t, "failed", "not reported by any launch of this binary", kind=kind)
                       for n, t in listed if n not in seen]
-        if r.rc not in (0, SKIP_STATUS) and cases and all(c.status == "passed" for c in cases):
+        if expected:
+            cases = self._only_expected(cases, listed, exe, kind)
+        if r.rc != 0 and cases and all(c.status == "passed" for c in cases):
             # Failed without a failing case to show for it: never let that pass silently.
             cases.append(Case(f"{os.path.basename(exe)} {filt} (whole run)", "", "failed",
                               f"{r.why_incomplete(self.timeout_text)}\n{r.tail()}", kind=kind))
         return cases
+
+    @staticmethod
+    def _only_expected(cases, listed, exe, kind):
+        """The reported cases the sources have, with the sources' tags (a report cannot
+        change a case's points or task); cases the sources do not have earn nothing: one
+        failed line of no points names them."""
+        tags = dict(listed)
+        known = [c for c in cases if c.name in tags]
+        for c in known:
+            c.tags = tags[c.name]
+        unknown = sorted({c.name for c in cases if c.name not in tags})
+        if unknown:
+            shown = ", ".join(repr(n) for n in unknown[:3]) + \
+                (f" and {len(unknown) - 3} more" if len(unknown) > 3 else "")
+            known.append(Case(f"{os.path.basename(exe)} (cases not in its sources)", "", "failed",
+                              f"the report names {len(unknown)} test case(s) that the test "
+                              f"sources do not have: {shown}; they earn nothing", kind=kind))
+        return known
 
     @staticmethod
     def _cases_of(report, r, kind):
@@ -230,18 +274,21 @@ class Runner:
                     c.output = f"{r.why_incomplete(0)}\n{c.output}"
         return cases
 
-    def run_binary(self, exe, only=""):
-        """only: a filter of the cases this binary runs (see cases_filter)."""
-        cases = self.run_catch([], exe, only + "~[gpu]", "cpu")
-        return cases + self.run_catch([], exe, only + "[gpu]", "gpu", extra=["--require-gpu"])
+    def run_binary(self, exe, only="", expected=None):
+        """only: a filter of the cases this binary runs (see cases_filter); expected: the
+        cases of its sources (see run_catch)."""
+        cases = self.run_catch([], exe, only + "~[gpu]", "cpu", expected=expected)
+        return cases + self.run_catch([], exe, only + "[gpu]", "gpu", extra=["--require-gpu"],
+                                      expected=expected)
 
-    def run_mpi_binary(self, exe, only=""):
+    def run_mpi_binary(self, exe, only="", expected=None):
         if not self.mpirun:
             return [Case(f"{os.path.basename(exe)} (mpirun)", "", "failed",
                          "mpirun not found: install Open MPI (tools/install-deps)", kind="mpi")]
         out = []
         for filt, extra in ((only + "~[gpu]", []), (only + "[gpu]", ["--require-gpu"])):
-            runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra))
+            runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra,
+                                       expected=expected))
                     for n in MPI_WORLD_SIZES]
             out += merge_mpi_runs(runs)
         return out

@@ -4,6 +4,7 @@ library and everything else come from the course, and what the student changed t
 reported and ignored. A task whose code does not compile is put back to the unfinished
 exercise (and scores what that scores), so it cannot zero the other tasks of its lesson."""
 import os
+import stat
 
 from . import UsageError
 from .building import BuildDir, check_fences
@@ -46,9 +47,56 @@ def sync_clean_copy(course, checkout):
             os.unlink(os.path.join(checkout, rel))
 
 
-def read_lines(path):
-    with open(path, "rb") as f:
-        return f.read().splitlines(keepends=True)
+EXERCISE_LIMIT = 1 << 20   # bytes: an exercise file larger than this is not read
+
+
+class Refused(Exception):
+    """A submission file that is not read: why, in words (for the report)."""
+
+
+def open_in(student, rel):
+    """A file descriptor of student/rel, read-only, opened without following a link at
+    any step: a link (to the course's solutions/, to another student's files) is refused,
+    as are what is not a regular file and a hard link (it may be another's file)."""
+    path = student
+    parts = rel.split("/")
+    for i, part in enumerate(parts[:-1]):
+        path = os.path.join(path, part)
+        st = os.lstat(path)
+        if stat.S_ISLNK(st.st_mode):
+            raise Refused(f"{'/'.join(parts[:i + 1])}/ is a symbolic link (to "
+                          f"{os.readlink(path)}): nothing is read through a link")
+        if not stat.S_ISDIR(st.st_mode):
+            raise FileNotFoundError(path)
+    path = os.path.join(path, parts[-1])
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_NONBLOCK)
+    except OSError:
+        if os.path.islink(path):
+            raise Refused(f"a symbolic link (to {os.readlink(path)}): nothing is read "
+                          "through a link") from None
+        raise
+    st = os.fstat(fd)
+    if not stat.S_ISREG(st.st_mode):
+        os.close(fd)
+        raise Refused("not a regular file")
+    if st.st_nlink > 1:
+        os.close(fd)
+        raise Refused(f"a hard link ({st.st_nlink} names): it may be another's file")
+    return fd, st.st_size
+
+
+def read_submitted(student, rel, limit=EXERCISE_LIMIT):
+    """The bytes of student/rel (see open_in), or Refused when it is over `limit` bytes
+    (without reading it); FileNotFoundError when it is not there."""
+    fd, size = open_in(student, rel)
+    with os.fdopen(fd, "rb") as f:
+        if size > limit:
+            raise Refused(f"{size} bytes, over the limit of {limit} bytes: not read")
+        data = f.read(limit + 1)
+    if len(data) > limit:
+        raise Refused(f"over the limit of {limit} bytes: not read")
+    return data
 
 
 def fenced_files(course):
@@ -92,15 +140,26 @@ def splice(course_lines, course_fences, student_lines, student_fences, keep_task
 def take_fences(course, student, checkout, exercise, reverted):
     """Writes each exercise file of the checkout: the course's, with the student's fence
     bodies (except the tasks in reverted[file]). Returns the report's lines."""
-    notes = []
+    notes, refused_dirs = [], set()
     for rel, fences in sorted(exercise.items()):
         ours = course.read_lines(rel)
-        mine = os.path.join(student, rel)
         lines = ours
-        if not os.path.isfile(mine):
+        try:
+            theirs = read_submitted(student, rel).splitlines(keepends=True)
+        except Refused as e:
+            why = str(e)
+            if "/ is a symbolic link" in why:   # a linked folder: one line for its files
+                if why not in refused_dirs:
+                    refused_dirs.add(why)
+                    notes.append(f"refused: {why}; its exercise files keep the unfinished "
+                                 "exercise")
+            else:
+                notes.append(f"refused: {rel}: {why}; its tasks keep the unfinished exercise")
+            theirs = None
+        except OSError:
             notes.append(f"{rel}: not in the submission; its tasks keep the unfinished exercise")
-        else:
-            theirs = read_lines(mine)
+            theirs = None
+        if theirs is not None:
             problems = []
             their_fences = check_fences.parse_fences(theirs, rel, problems)
             if problems:
@@ -134,17 +193,22 @@ def compare_rest(course, student, exercise, lessons):
     is named only in a graded lesson's own folder (a submission may be lessons/ alone)."""
     def concerns(rel):
         return lesson_of(rel) is None or lesson_of(rel) in lessons
-    edited, removed = [], []
+    edited, removed, refused = [], [], []
     for rel in course.files:
         if rel in exercise or course.link(rel) is not None or not concerns(rel):
             continue
-        mine = os.path.join(student, rel)
-        if not os.path.isfile(mine):
+        try:
+            fd, size = open_in(student, rel)
+        except Refused:
+            refused.append(rel)
+            continue
+        except OSError:
             if rel.startswith("lessons/") and lesson_of(rel) in lessons:
                 removed.append(rel)
             continue
-        with open(mine, "rb") as b:
-            if course.read(rel) != b.read():
+        ours = course.read(rel)
+        with os.fdopen(fd, "rb") as b:   # never more than the course's copy and a byte
+            if size != len(ours) or b.read(len(ours) + 1) != ours:
                 edited.append(rel)
     known = set(course.files)
     added = [rel for rel in walk(student) if rel not in known and concerns(rel)]
@@ -159,6 +223,8 @@ def compare_rest(course, student, exercise, lessons):
         notes.append(listed("files that are not the course's", added))
     if removed:
         notes.append(listed("course files missing from the submission", removed))
+    if refused:
+        notes.append(listed("not read (links, hard links or not regular files)", refused))
     return notes
 
 
@@ -200,7 +266,7 @@ def graded_lessons(course, wanted):
 
 
 def grade_submission(args, root, grade):
-    student = os.path.abspath(args.submission)
+    student = os.path.realpath(args.submission)   # the folder given; nothing below is followed
     if not os.path.isdir(os.path.join(student, "lessons")):
         raise UsageError(f"{args.submission} has no lessons/ folder: give the top folder of "
                          "the student's copy of the course")
@@ -224,7 +290,7 @@ def grade_submission(args, root, grade):
           f"({course.source}, in {checkout})", flush=True)
 
     # Build once; a task that does not compile goes back to the exercise, then once more.
-    build = BuildDir(checkout, os.path.join(checkout, "build"))
+    build = BuildDir(checkout, os.path.join(checkout, "build"), own_only=True)
     if not build.configured() and not build.configure(args.setup_arg):
         print(f"grade: the clean copy could not be configured:\n{build.failures[0][1]}")
         return 1
