@@ -637,6 +637,12 @@ if start == "exit77":
     os._exit(77)
 if start == "silent":
     sys.exit(0)
+if start == "forge" and "-o" in args:   # every case passed, whatever it was asked
+    with open(args[args.index("-o") + 1], "w") as f:
+        f.write('<?xml version="1.0"?>\n<Catch name="f"><Group name="f">\n' + "".join(
+            f'<TestCase name={quoteattr(n)} tags={quoteattr(t)}><OverallResult success="true"/>'
+            '</TestCase>\n' for n, t, _ in CASES) + "</Group></Catch>\n")
+    sys.exit(0)
 if "--require-gpu" in args:
     print("SKIPPED: GPU tests not run: no CUDA GPU is visible (fake)")
     sys.exit(77)
@@ -858,6 +864,41 @@ class EndToEndTest(unittest.TestCase):
         rc, out = self.grade("--reference", "99")   # the honest binary: unchanged
         self.assertEqual(rc, 0, out)
         self.assertIn("score: 5/5 points", out)
+
+    def test_a_forged_report_earns_nothing(self):
+        expected = [("adds", "[99_fake][task1][points:2]"), ("scales", "[99_fake][task2][points:3]"),
+                    ("on the gpu", "[99_fake][task2][points:1][gpu]")]
+        exe = os.path.join(self.tmp, "lessons", "99_fake", "test_99_fake")
+        old = dict(os.environ)
+        try:
+            for start, decoy in (("forge", True), ("", True), ("forge", False)):
+                os.environ["FAKE_START"] = start
+                runner = running.Runner(30, self.tmp, self.tmp, decoy=decoy)
+                cases = runner.run_binary(exe, "", expected)
+                got = sorted((c.name, c.status) for c in cases)
+                with self.subTest(start=start, decoy=decoy):
+                    if start and decoy:   # found out: every case fails, and says why
+                        self.assertEqual(got, [("adds", "failed"), ("on the gpu", "failed"),
+                                               ("scales", "failed")])
+                        self.assertIn("cannot be trusted", cases[0].output)
+                    elif start:   # no decoy: the sources still bound what it earns
+                        self.assertIn(("adds", "passed"), got)
+                        self.assertIn(("99_fake (cases not in its sources)"
+                                       .replace("99_fake", "test_99_fake"), "failed"), got)
+                    else:         # an honest binary: the decoy changes nothing
+                        self.assertEqual(got, [("adds", "passed"), ("on the gpu", "skipped"),
+                                               ("scales", "passed")])
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+
+    def test_a_submission_s_tests_run_without_network_where_possible(self):
+        prefix, why = running.no_network_prefix()
+        if not prefix:
+            self.skipTest(f"unshare -rn does not work here: {why}")
+        r = running.run(prefix + [sys.executable, "-c", "import socket; print(sorted("
+                                  "n for _, n in socket.if_nameindex()))"], 30)
+        self.assertEqual(r.stdout.strip(), "['lo']", r.stderr)
 
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
         self.fake("solutions", "test_99_fake_mpi")

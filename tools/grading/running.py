@@ -3,6 +3,7 @@ hung mpirun and its ranks die together), and one crash never costing more than t
 it happened in."""
 import os
 import re
+import secrets
 import shutil
 import signal
 import subprocess
@@ -12,6 +13,19 @@ import time
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
 
 SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
+# Runs a command in network and user namespaces of its own: no network but the loopback
+# device (which Open MPI's launcher needs).
+NO_NETWORK = ["unshare", "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"]
+
+
+def no_network_prefix():
+    """(NO_NETWORK, None) where it works on this machine, else ([], why not, in words)."""
+    if not shutil.which("unshare"):
+        return [], "unshare (util-linux) is not installed"
+    r = run(NO_NETWORK + ["true"], 30)
+    if r.rc != 0:
+        return [], (r.stderr.strip().splitlines() or [f"exit status {r.rc}"])[-1]
+    return NO_NETWORK, None
 MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
 
 
@@ -115,8 +129,12 @@ class Runner:
     limit) fails that case alone: the cases it never reached run again in a new launch,
     so one bug in one task never zeroes the rest of the lesson."""
 
-    def __init__(self, timeout, workdir, root, gpu_expected=False):
+    def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confine=()):
         self.timeout = timeout or None   # 0: no limit
+        self.confine = list(confine)     # a prefix of every launch (NO_NETWORK)
+        # decoy: before its cases, each binary runs once with a filter that selects none
+        # (see forged); a report of any case there voids the binary's reports.
+        self.decoy = decoy
         # gpu_expected: the build has the CUDA backend and this machine a GPU, so exit
         # status 77 ("no GPU here") from a GPU launch is a lie, not a skip.
         self.gpu_expected = gpu_expected
@@ -141,6 +159,7 @@ class Runner:
 
     def list_cases(self, prefix, exe, filt):
         common = ["--use-colour", "no", filt]
+        prefix = self.confine + prefix
         names = run(prefix + [exe, "--list-test-names-only", *common], 120, self.env, self.workdir)
         listing = run(prefix + [exe, "--list-tests", *common], 120, self.env, self.workdir)
         seen, out = set(), []
@@ -159,7 +178,7 @@ class Runner:
         with tempfile.TemporaryDirectory(prefix="mgpu-grade-") as tmp:
             report = os.path.join(tmp, "report.xml")
             args = [exe, "-o", report, *extra, "-r", "xml", "-d", "yes", filt]
-            r = run(prefix + args, self.timeout, self.env, self.workdir)
+            r = run(self.confine + prefix + args, self.timeout, self.env, self.workdir)
             text = ""
             if os.path.exists(report):
                 with open(report, encoding="utf-8", errors="replace") as f:
@@ -274,9 +293,28 @@ class Runner:
                     c.output = f"{r.why_incomplete(0)}\n{c.output}"
         return cases
 
+    def forged(self, prefix, exe, expected, only, kind):
+        """A decoy launch: a filter that names no case (a random name). Catch2 reports no
+        case and a whole report; a binary whose code writes its own report (a forgery:
+        all cases passed, whatever it was asked) reports cases there, and then every case
+        of it fails. Returns those failed Cases, or None when the decoy reported none."""
+        if not (self.decoy and expected):
+            return None
+        report, _ = self._launch(prefix, exe, name_filter([secrets.token_hex(8)]), [])
+        if not report.cases:   # a crash or silence here: the launches of its cases say so
+            return None
+        why = (f"the report of this binary cannot be trusted: asked to run no test case, it "
+               f"reported {len(report.cases)}; none of its cases is graded")
+        return [Case(n, t, "failed", why, kind=kind if kind == "mpi" else
+                     "gpu" if "[gpu]" in t else "cpu")
+                for n, t in expected if selects(only, t)]
+
     def run_binary(self, exe, only="", expected=None):
         """only: a filter of the cases this binary runs (see cases_filter); expected: the
         cases of its sources (see run_catch)."""
+        void = self.forged([], exe, expected, only, "cpu")
+        if void is not None:
+            return void
         cases = self.run_catch([], exe, only + "~[gpu]", "cpu", expected=expected)
         return cases + self.run_catch([], exe, only + "[gpu]", "gpu", extra=["--require-gpu"],
                                       expected=expected)
@@ -285,6 +323,9 @@ class Runner:
         if not self.mpirun:
             return [Case(f"{os.path.basename(exe)} (mpirun)", "", "failed",
                          "mpirun not found: install Open MPI (tools/install-deps)", kind="mpi")]
+        void = self.forged(self.mpi_prefix(MPI_WORLD_SIZES[0]), exe, expected, only, "mpi")
+        if void is not None:
+            return void
         out = []
         for filt, extra in ((only + "~[gpu]", []), (only + "[gpu]", ["--require-gpu"])):
             runs = [(n, self.run_catch(self.mpi_prefix(n), exe, filt, "mpi", extra=extra,
