@@ -49,7 +49,7 @@ Tensor Linear::backward(const Tensor& grad_out) {
   // grad_out in the forward's dtype and sum in f32; a weight gradient is ADDED to the f32
   // .grad and never rounded to 16 bits; the bias gradient comes from the f32 grad_out; a
   // parameter that needs no gradient is left alone; each parameter announces its gradient
-  // the moment it is final. Returns dx f32 [N, in], or an empty Tensor when the input needs
+  // the moment it is final, the bias's before the weight's (PyTorch's order, §3). Returns dx f32 [N, in], or an empty Tensor when the input needs
   // no gradient (!input_requires_grad(): x is data) (about 12 lines).
   MGPU_FAIL("TODO(task3): Linear::backward is not written yet "
             "(lessons/08_mixed_precision/linear_mixed_precision.cpp); grad_out ", grad_out.str(),

@@ -52,17 +52,17 @@ Tensor Linear::backward(const Tensor& grad_out) {
   // grad_out in the forward's dtype and sum in f32; a weight gradient is ADDED to the f32
   // .grad and never rounded to 16 bits; the bias gradient comes from the f32 grad_out; a
   // parameter that needs no gradient is left alone; each parameter announces its gradient
-  // the moment it is final. Returns dx f32 [N, in], or an empty Tensor when the input needs
+  // the moment it is final, the bias's before the weight's (PyTorch's order, §3). Returns dx f32 [N, in], or an empty Tensor when the input needs
   // no gradient (!input_requires_grad(): x is data) (about 12 lines).
   const Tensor g = amp::cast_operand(grad_out, s.x.dtype());
-  if (w.requires_grad()) {
-    matmul_out(w.grad, g, s.x, /*trans_a=*/true, /*trans_b=*/false, 1.0, 1.0);
-    w.notify_grad_ready();
-  }
   if (has_bias() && bias().requires_grad()) {
     const Tensor db = sum(grad_out, 0);  // a 16-bit grad_out's sum comes back widened
     add_(bias().grad, db.dtype() == bias().grad.dtype() ? db : cast(db, bias().grad.dtype()));
     bias().notify_grad_ready();
+  }
+  if (w.requires_grad()) {
+    matmul_out(w.grad, g, s.x, /*trans_a=*/true, /*trans_b=*/false, 1.0, 1.0);
+    w.notify_grad_ready();
   }
   if (!input_requires_grad()) return Tensor();
   return matmul(g, s.w, false, false, w.value.dtype());

@@ -38,8 +38,8 @@ Tensor GradScaler::scale(const Tensor& outputs) {
 }
 
 void GradScaler::check_scale_initialized(const char* funcname) const {
-  MGPU_CHECK(initialized_, "GradScaler: attempted ", funcname,
-             " but the scale is not initialized.", kScaleFix);
+  MGPU_CHECK(initialized_, "GradScaler: Attempted ", funcname,
+             " but _scale is None (the scale is not initialized).", kScaleFix);
 }
 
 GradScaler::OptimizerState& GradScaler::optimizer_state(const optim::Optimizer& optimizer) {
@@ -54,7 +54,7 @@ std::map<std::string, Tensor> GradScaler::unscale_grads_(optim::Optimizer& optim
   for (nn::Parameter* p : optimizer.params()) {
     if (!p->requires_grad() || !p->grad.defined()) continue;
     MGPU_CHECK(allow_fp16 || p->grad.dtype() != DType::f16,
-               "GradScaler: attempting to unscale FP16 gradients (parameter '", p->name(), "' is ",
+               "GradScaler: Attempting to unscale FP16 gradients. (parameter '", p->name(), "' is ",
                p->grad.str(), "). Keep the parameters in f32 (master weights) and compute in f16 "
                "inside an amp::Autocast region instead of converting the model with to(f16)");
     grads_per_device[p->grad.device().str()].push_back(p->grad);

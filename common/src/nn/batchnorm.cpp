@@ -74,8 +74,8 @@ Tensor BatchNorm::forward(const Tensor& x) {
   }
 
   BatchNormStats st = batch_norm_stats(x);
-  MGPU_CHECK(st.count > 1, describe(), ": input ", x.str(),
-             " has 1 value per channel; training needs more than 1 (use a larger batch)");
+  MGPU_CHECK(st.count > 1, describe(), ": Expected more than 1 value per channel when "
+             "training, got input ", x.str(), " (1 value per channel; use a larger batch)");
   Tensor invstd = batch_norm_invstd(st.var, eps_);
   // running = (1 - momentum) * running + momentum * batch; the variance is the unbiased
   // one (count / (count - 1) times the batch's), as in PyTorch.
@@ -105,8 +105,9 @@ Tensor BatchNorm::backward(const Tensor& grad_out) {
     Parameter& w = parameter_at(weight_);
     weight = w.value;
     // d(gamma) = sum(dy * xhat) = sum(dy * (x - mean)) * invstd; d(beta) = sum(dy).
-    detail::accumulate_grad(w, mul(sum_dy_xmu, s.invstd));
+    // The bias first, in PyTorch's order (DDP's rebuilt buckets follow it).
     detail::accumulate_grad(parameter_at(bias_), sum_dy);
+    detail::accumulate_grad(w, mul(sum_dy_xmu, s.invstd));
   }
   return batch_norm_backward_apply(grad_out, s.x, s.mean, s.invstd, weight, sum_dy, sum_dy_xmu,
                                    s.count);

@@ -163,12 +163,14 @@ Tensor Conv2d::backward_batched(const Saved& s, const Tensor& grad_out) {
   // The GEMMs run in the forward's dtype: the incoming gradient is cast to it too.
   const Tensor gc = amp::cast_operand(grad_rows, s.cols.dtype());
   // dL/dW = grad_rows^T cols: [C_out, N*P] x [N*P, CKK], added into the gradient.
+  // The bias's gradient is announced before the weight's, in PyTorch's order (DDP's rebuilt
+  // buckets follow the order gradients arrive in).
+  if (has_bias_) detail::accumulate_grad(bias(), sum(grad_rows, 0));
   if (w.requires_grad()) {
     Tensor grad_w = w.grad.reshape({out_ch_, g.cols()});
     matmul_out(grad_w, gc, s.cols, /*trans_a=*/true, false, 1.0, 1.0);
     w.notify_grad_ready();
   }
-  if (has_bias_) detail::accumulate_grad(bias(), sum(grad_rows, 0));
   if (!input_requires_grad()) return Tensor();  // x is data: no gradient for it
   // dL/dcols = grad_rows W, then fold the patches back onto the image.
   Tensor grad_cols = matmul(gc, s.w, false, false, w.value.dtype());
@@ -217,12 +219,12 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
       }
     }
   });
-  if (weight_grad) detail::accumulate_grad(w, sum(partials, 0).reshape(w.grad.shape()));
-  if (has_bias_) {
+  if (has_bias_) {  // the bias first, in PyTorch's order
     // Per channel: over each image's positions (contiguous rows), then over the images.
     const Tensor per_image = sum(grad_out.reshape({g.batch, out_ch_, positions}), 2);
     detail::accumulate_grad(bias(), sum(per_image, 0));
   }
+  if (weight_grad) detail::accumulate_grad(w, sum(partials, 0).reshape(w.grad.shape()));
   return grad_x;
 }
 

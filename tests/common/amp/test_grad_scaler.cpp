@@ -201,9 +201,9 @@ TEST_CASE("GradScaler: misuse errors", "[amp][scaler][errors]") {
   SECTION("step, unscale_ or update before the first scale()") {
     amp::GradScaler scaler;
     CHECK_THROWS_WITH(scaler.step(*toy.sgd),
-                      Catch::Contains("attempted step") && Catch::Contains("scaler.scale"));
-    CHECK_THROWS_WITH(scaler.unscale_(*toy.sgd), Catch::Contains("attempted unscale_"));
-    CHECK_THROWS_WITH(scaler.update(), Catch::Contains("attempted update"));
+                      Catch::Contains("Attempted step but _scale is None") && Catch::Contains("scaler.scale"));
+    CHECK_THROWS_WITH(scaler.unscale_(*toy.sgd), Catch::Contains("Attempted unscale_ but _scale is None"));
+    CHECK_THROWS_WITH(scaler.update(), Catch::Contains("Attempted update but _scale is None"));
   }
   SECTION("unscale_ twice before update") {
     amp::GradScaler scaler;
@@ -234,7 +234,7 @@ TEST_CASE("GradScaler: misuse errors", "[amp][scaler][errors]") {
     toy.layer->to(DType::f16);
     scaler.scale(Tensor::full({}, 1.0));
     CHECK_THROWS_WITH(scaler.step(*toy.sgd),
-                      Catch::Contains("unscale FP16 gradients") && Catch::Contains("weight"));
+                      Catch::Contains("Attempting to unscale FP16 gradients.") && Catch::Contains("weight"));
   }
   SECTION("no gradients at all") {
     amp::GradScaler scaler;

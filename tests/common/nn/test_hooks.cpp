@@ -38,9 +38,10 @@ TEST_CASE("grad-ready hooks fire once per parameter per backward with the final 
     order.clear();
     net->forward(x);
     net->backward(g);
-    // Backward reaches the last layer first.
-    CHECK(order == std::vector<std::string>{"7.weight", "7.bias", "5.weight", "1.weight",
-                                            "1.bias", "0.weight", "0.bias"});
+    // Backward reaches the last layer first, and in each layer the bias before the weight:
+    // PyTorch's autograd order, which DDP's rebuilt buckets follow.
+    CHECK(order == std::vector<std::string>{"7.bias", "7.weight", "5.weight", "1.bias",
+                                            "1.weight", "0.bias", "0.weight"});
     for (auto& [name, p] : net->named_parameters()) {
       if (!p->requires_grad()) continue;
       CHECK(seen[name] == values(p->grad));  // what the hook saw is what backward left

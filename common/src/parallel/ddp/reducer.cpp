@@ -79,8 +79,8 @@ void Reducer::on_grad_ready(std::size_t v) {
   if (!expect_hooks_) return;  // no_sync(), or a backward without a synchronizing forward
   // The order gradients really arrive in: the rebuild regroups the buckets by it.
   if (!options_.find_unused_parameters && !has_rebuilt_buckets_) grad_ready_order_.push_back(v);
-  MGPU_CHECK(!variable_ready_[v], "DistributedDataParallel: parameter '", params_[v]->name(),
-             "' became ready twice in one backward (its module ran twice in forward?). DDP "
+  MGPU_CHECK(!variable_ready_[v], "DistributedDataParallel: Expected to mark a variable ready "
+             "only once: parameter '", params_[v]->name(), "' became ready twice in one backward (its module ran twice in forward?). DDP "
              "reduces each gradient once per backward; run the module once per forward");
   mark_variable_ready(v);
 }
@@ -140,10 +140,16 @@ void Reducer::record_unfinished_reduction() {
 
 void Reducer::ensure_prior_reduction_finished() const {
   if (unfinished_.empty()) return;
-  std::ostringstream names;
+  std::ostringstream names, indices;
   for (std::size_t i = 0; i < unfinished_.size(); ++i) names << (i ? ", " : "") << "'" << unfinished_[i] << "'";
-  MGPU_FAIL("DistributedDataParallel: the previous backward did not finish reducing gradients. "
-            "On rank ", group_.rank(), " parameter(s) ", names.str(),
+  for (std::size_t v = 0, n = 0; v < params_.size(); ++v)  // PyTorch's list: variable indices
+    for (const std::string& name : unfinished_)
+      if (params_[v]->name() == name) indices << (n++ ? " " : "") << v;
+  // PyTorch's own words first, so that a search for the message finds its answers too.
+  MGPU_FAIL("DistributedDataParallel: Expected to have finished reduction in the prior "
+            "iteration before starting a new one. Parameter indices which did not receive grad "
+            "for rank ", group_.rank(), ": ", indices.str(), ". The previous backward did not "
+            "finish reducing gradients: on rank ", group_.rank(), " parameter(s) ", names.str(),
             " got no gradient (they took no part in computing the loss), so their bucket and "
             "every bucket after it were never all-reduced. Fix: construct "
             "DistributedDataParallel with DDPOptions::find_unused_parameters = true (one extra "

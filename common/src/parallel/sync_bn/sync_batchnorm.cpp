@@ -187,8 +187,8 @@ Tensor SyncBatchNorm::backward(const Tensor& grad_out) {
   }
   if (affine_) {
     // d(gamma) = sum(dy * xhat), d(beta) = sum(dy): this rank's own sums (DDP averages them).
+    nn::detail::accumulate_grad(parameter_at(bias_), d.grad_bias);  // PyTorch's order
     nn::detail::accumulate_grad(parameter_at(weight_), d.grad_weight);
-    nn::detail::accumulate_grad(parameter_at(bias_), d.grad_bias);
   }
   return d.grad_input;
 }
