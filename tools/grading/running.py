@@ -4,6 +4,7 @@ it happened in."""
 import os
 import re
 import secrets
+import shlex
 import shutil
 import signal
 import subprocess
@@ -13,20 +14,25 @@ import time
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
 
 SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
-# Runs a command in network and user namespaces of its own: no network but the loopback
-# device (which Open MPI's launcher needs).
-NO_NETWORK = ["unshare", "-rn", "sh", "-c", 'ip link set lo up 2>/dev/null; exec "$@"', "sh"]
+MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
 
 
 def no_network_prefix():
-    """(NO_NETWORK, None) where it works on this machine, else ([], why not, in words)."""
-    if not shutil.which("unshare"):
-        return [], "unshare (util-linux) is not installed"
-    r = run(NO_NETWORK + ["true"], 30)
+    """(a prefix that runs a command in network and user namespaces of its own, with no
+    network but the loopback device, which Open MPI's launcher needs; None) where that
+    works on this machine, else ([], why not, in words)."""
+    ip = shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip")
+                                      if os.access(p, os.X_OK)), None)
+    if not shutil.which("unshare") or not ip:
+        return [], f"{'unshare (util-linux)' if ip else 'ip (iproute2)'} is not installed"
+    prefix = ["unshare", "-rn", "sh", "-c",
+              f'{shlex.quote(ip)} link set lo up 2>/dev/null; exec "$@"', "sh"]
+    r = run(prefix + [ip, "-o", "link", "show", "lo"], 30)
     if r.rc != 0:
         return [], (r.stderr.strip().splitlines() or [f"exit status {r.rc}"])[-1]
-    return NO_NETWORK, None
-MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
+    if ",UP" not in r.stdout:
+        return [], "the loopback device of a new network namespace cannot be brought up"
+    return prefix, None
 
 
 def task_of_binary(binary):
@@ -131,7 +137,7 @@ class Runner:
 
     def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confine=()):
         self.timeout = timeout or None   # 0: no limit
-        self.confine = list(confine)     # a prefix of every launch (NO_NETWORK)
+        self.confine = list(confine)     # a prefix of every launch (no_network_prefix)
         # decoy: before its cases, each binary runs once with a filter that selects none
         # (see forged); a report of any case there voids the binary's reports.
         self.decoy = decoy
