@@ -13,7 +13,7 @@
 //   step_ms   a whole step: forward, loss, backward, waiting for buckets, optimizer
 //   wait_ms   from the end of backward to the end of the reduction: exposed communication
 //   comm_ms   time during which some bucket's all-reduce was in flight (launch to completion,
-//             from a parallel::CommTimer: the completion is when the comm thread finished it)
+//             from a parallel::CommLog: the completion is when the comm thread finished it)
 //   hidden    the part of comm_ms that lay inside backward, over comm_ms
 //   vs_one    1 - wait_ms / wait_ms of "one" (a single bucket, launched when backward ends,
 //             so all of its communication is exposed): the communication time saved ("-"
@@ -135,7 +135,7 @@ struct Contender {
   std::shared_ptr<nn::Sequential> model;
   std::unique_ptr<par::DistributedDataParallel> ddp;  // null for "none"
   std::unique_ptr<mgpu::optim::SGD> opt;
-  par::CommTimer timer;
+  par::CommLog timer;
   double peak_mib = 0;  // its peak footprint while built and warmed up (allocator's peak)
   // Per measured step.
   std::vector<double> step_ms, fwd_ms, bwd_ms, wait_ms, comm_ms, hidden_ms;
@@ -166,7 +166,7 @@ std::unique_ptr<Contender> make_contender(const Options& o, const std::string& c
   c->name = (cap == "one" ? "one bucket" : cap == "default" ? "default 1+25" : "cap " + cap) +
             (d.gradient_as_bucket_view ? " view" : "");
   c->ddp = std::make_unique<par::DistributedDataParallel>(c->model, group, d);
-  c->ddp->reducer().set_comm_timer(&c->timer);
+  c->ddp->reducer().set_comm_log(&c->timer);
   c->opt = std::make_unique<mgpu::optim::SGD>(c->ddp->parameters(), mgpu::optim::SGDOptions{0.01, 0.9, 0.0});
   return c;
 }
@@ -201,11 +201,11 @@ void step(Contender& c, dist::ProcessGroup& group, const Device& device, const T
   c.opt->step();
   mgpu::synchronize(device);
   const double t1 = par::clock_s();
-  const std::vector<par::BucketTiming> timings = c.timer.take();
+  const std::vector<par::CommRecord> timings = c.timer.take();
   if (!measure) return;
   const par::StepTimeline& t = c.ddp->last_step();
   std::vector<std::pair<double, double>> comm;
-  for (const par::BucketTiming& b : timings) comm.emplace_back(b.launch_s, b.done_s);
+  for (const par::CommRecord& b : timings) comm.emplace_back(b.launch_s, b.done_s);
   const auto [total, inside] = union_length(comm, t.backward_begin, t.backward_end);
   c.step_ms.push_back(1e3 * (t1 - t0));
   c.fwd_ms.push_back(1e3 * (t.forward_end - t.forward_begin));

@@ -100,8 +100,8 @@ std::vector<double> pack(const std::vector<StepSample>& samples) {
     for (double v : as_vector(s.phases)) out.push_back(v);
     out.push_back(s.backward_s);
     out.push_back(static_cast<double>(s.buckets.size()));
-    for (const parallel::BucketTiming& b : s.buckets)
-      out.insert(out.end(), {static_cast<double>(b.bucket), static_cast<double>(b.bytes),
+    for (const parallel::CommRecord& b : s.buckets)
+      out.insert(out.end(), {static_cast<double>(b.index), static_cast<double>(b.bytes),
                              b.launch_s, b.done_s});
   }
   return out;
@@ -179,8 +179,8 @@ void Breakdown::write(const std::string& path, dist::ProcessGroup& group) const 
     }
     for (const StepSample& s : unpack(theirs)) {
       nlohmann::json buckets = nlohmann::json::array();
-      for (const parallel::BucketTiming& b : s.buckets)
-        buckets.push_back({{"bucket", b.bucket}, {"bytes", b.bytes},
+      for (const parallel::CommRecord& b : s.buckets)
+        buckets.push_back({{"bucket", b.index}, {"bytes", b.bytes},
                            {"launch_ms", 1e3 * b.launch_s}, {"done_ms", 1e3 * b.done_s},
                            {"ready", s.backward_s > 0 ? b.launch_s / s.backward_s : 1.0}});
       out << nlohmann::json{{"rank", r}, {"epoch", s.epoch + 1}, {"step", s.step},

@@ -12,7 +12,7 @@
 #include "mgpu/device.h"
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
-#include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/comm_log.h"
 #include "mgpu/perf/time_cost.h"
 #include "mgpu/stream.h"
 
@@ -88,7 +88,7 @@ struct StepSample {
   perf::Phases phases;            ///< step_phases of its record (seconds)
   double backward_s = 0;          ///< backward's length, for the buckets' ready shares
   /// Each bucket's all-reduce: bytes, launch and completion relative to backward's start.
-  std::vector<parallel::BucketTiming> buckets;
+  std::vector<parallel::CommRecord> buckets;
 };
 
 /// Every rank's StepSamples: per-epoch means for the metrics line, and all of them (rank

@@ -147,7 +147,7 @@ inline MeasuredStep measure_step(const PhaseClock& clock, app::DdpStepTrace& ddp
   t.backward_begin = r.backward.begin;
   t.backward_end = r.backward.end;
   t.reduce_end = clock.at(Mark::reduced);
-  for (parallel::BucketTiming b : ddp_trace.record(t)) {
+  for (parallel::CommRecord b : ddp_trace.record(t)) {
     r.buckets.push_back({b.launch_s, b.done_s});
     b.launch_s -= r.backward.begin;
     b.done_s -= r.backward.begin;

@@ -100,18 +100,18 @@ std::string describe_formula(const MemoryFormula& f) {
          " + activations; sends " + app::mib(f.bytes_sent_per_step) + " per step in " + text;
 }
 
-std::vector<Collective> ddp_collectives(const std::vector<parallel::BucketTiming>& buckets) {
+std::vector<Collective> ddp_collectives(const std::vector<parallel::CommRecord>& buckets) {
   std::vector<Collective> out;
-  for (const parallel::BucketTiming& b : buckets)
-    out.push_back(Collective{"all-reduce", "all-reduce bucket " + std::to_string(b.bucket),
+  for (const parallel::CommRecord& b : buckets)
+    out.push_back(Collective{"all-reduce", "all-reduce bucket " + std::to_string(b.index),
                              static_cast<double>(b.bytes), b.launch_s, b.done_s});
   return out;
 }
 
-std::vector<Collective> sharded_collectives(const std::vector<parallel::UnitCollective>& log) {
+std::vector<Collective> sharded_collectives(const std::vector<parallel::CommRecord>& log) {
   std::vector<Collective> out;
-  for (const parallel::UnitCollective& c : log)
-    out.push_back(Collective{c.op, c.op + " unit " + std::to_string(c.unit),
+  for (const parallel::CommRecord& c : log)
+    out.push_back(Collective{c.op, c.op + " unit " + std::to_string(c.index),
                              static_cast<double>(c.bytes), c.launch_s, c.done_s});
   return out;
 }

@@ -13,7 +13,7 @@
 #include "mgpu/app/report.h"
 #include "mgpu/app/trace.h"
 #include "mgpu/dist/process_group.h"
-#include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/comm_log.h"
 #include "mgpu/parallel/ddp/ddp.h"
 #include "mgpu/parallel/sharding/sharded_data_parallel.h"
 
@@ -61,9 +61,9 @@ struct Collective {
   double done_s = 0;      ///< when it completed
 };
 /// DDP's bucket all-reduces of a step.
-std::vector<Collective> ddp_collectives(const std::vector<parallel::BucketTiming>& buckets);
+std::vector<Collective> ddp_collectives(const std::vector<parallel::CommRecord>& buckets);
 /// The units' collectives of a step.
-std::vector<Collective> sharded_collectives(const std::vector<parallel::UnitCollective>& log);
+std::vector<Collective> sharded_collectives(const std::vector<parallel::CommRecord>& log);
 
 /// The numbers of an epoch's steady steps (the first two steps are left out when there are
 /// more than three: they allocate AdamW's state and rebuild DDP's buckets).

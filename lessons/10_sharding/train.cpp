@@ -53,10 +53,10 @@ int train(const app::Options& opt, const l10::ShardFlags& f) {
   const DType compute = l10::compute_dtype(f.precision);
   std::unique_ptr<par::DistributedDataParallel> ddp;
   std::unique_ptr<par::ShardedDataParallel> sdp;
-  par::CommTimer ddp_comm;  // DDP's bucket all-reduces, to count their bytes
+  par::CommLog ddp_comm;  // DDP's bucket all-reduces, to count their bytes
   if (f.zero == 0) {
     ddp = std::make_unique<par::DistributedDataParallel>(model, *ranks.group, l10::ddp_options(f));
-    ddp->reducer().set_comm_timer(&ddp_comm);
+    ddp->reducer().set_comm_log(&ddp_comm);
   } else {
     sdp = std::make_unique<par::ShardedDataParallel>(model, *ranks.group, l10::sharding_options(f));
   }

@@ -700,8 +700,8 @@ TEST_CASE("library: buffers come from rank 0 before each forward; fp16 hook; exa
   model->add(std::make_shared<nn::BatchNorm1d>(5));
   model->add(std::make_shared<nn::Linear>(5, 3));
   par::DistributedDataParallel ddp(model, group(), par::DDPOptions{});
-  par::CommTimer timer;
-  ddp.reducer().set_comm_timer(&timer);
+  par::CommLog timer;
+  ddp.reducer().set_comm_log(&timer);
   // Each rank's statistics drift apart with its own batch...
   ToyData data(static_cast<std::int64_t>(w) * 4);
   ddp.zero_grad();
@@ -709,9 +709,9 @@ TEST_CASE("library: buffers come from rank 0 before each forward; fp16 hook; exa
   Tensor mine = ddp.module().buffer("1.running_mean").clone();
   // Exact completion times: inside the step, after the launch.
   const par::StepTimeline t = ddp.last_step();
-  const std::vector<par::BucketTiming> timings = timer.take();
+  const std::vector<par::CommRecord> timings = timer.take();
   CHECK(timings.size() == 1);
-  for (const par::BucketTiming& b : timings) {
+  for (const par::CommRecord& b : timings) {
     CHECK(b.launch_s >= t.backward_begin);
     CHECK(b.done_s >= b.launch_s);
     CHECK(b.done_s <= t.reduce_end);

@@ -107,7 +107,7 @@ TEST_CASE("the next unit's all-gather is started before a unit computes (prefetc
     // gradient launches its reduce-scatter; unit 1 prefetches unit 0, ...
     std::vector<std::string> backward;
     for (std::size_t i = 3; i < log.size(); ++i)
-      backward.push_back(log[i].op + " " + std::to_string(log[i].unit));
+      backward.push_back(log[i].op + " " + std::to_string(log[i].index));
     const std::vector<std::string> want_backward =
         prefetch ? std::vector<std::string>{"all-gather 2", "all-gather 1", "reduce-scatter 2",
                                             "all-gather 0", "reduce-scatter 1", "reduce-scatter 0"}

@@ -51,17 +51,17 @@ void TracedOptimizer::step() {
 
 DdpStepTrace::DdpStepTrace(Trace& trace, parallel::DistributedDataParallel& ddp, bool time_buckets)
     : trace_(trace), ddp_(ddp), timed_(trace.on() || time_buckets) {
-  if (timed_) ddp_.reducer().set_comm_timer(&timer_);
+  if (timed_) ddp_.reducer().set_comm_log(&timer_);
 }
 
 DdpStepTrace::~DdpStepTrace() {
-  if (timed_) ddp_.reducer().set_comm_timer(nullptr);
+  if (timed_) ddp_.reducer().set_comm_log(nullptr);
 }
 
-std::vector<parallel::BucketTiming> DdpStepTrace::record() { return record(ddp_.last_step()); }
+std::vector<parallel::CommRecord> DdpStepTrace::record() { return record(ddp_.last_step()); }
 
-std::vector<parallel::BucketTiming> DdpStepTrace::record(const parallel::StepTimeline& t) {
-  std::vector<parallel::BucketTiming> buckets;
+std::vector<parallel::CommRecord> DdpStepTrace::record(const parallel::StepTimeline& t) {
+  std::vector<parallel::CommRecord> buckets;
   if (timed_) buckets = timer_.take();
   if (!trace_.on()) return buckets;
   // The step that rebuilt the buckets says so: its all-reduces run in the new order.
@@ -70,9 +70,9 @@ std::vector<parallel::BucketTiming> DdpStepTrace::record(const parallel::StepTim
   trace_.span("compute", "backward", t.backward_begin, t.backward_end);
   trace_.span("compute", "wait for buckets", t.backward_end, t.reduce_end);
   const parallel::Reducer& reducer = ddp_.reducer();
-  for (const parallel::BucketTiming& b : buckets) {
-    const std::vector<std::size_t>& vars = reducer.bucket_variables(b.bucket);
-    std::string name = "all-reduce bucket " + std::to_string(b.bucket) + ":";
+  for (const parallel::CommRecord& b : buckets) {
+    const std::vector<std::size_t>& vars = reducer.bucket_variables(b.index);
+    std::string name = "all-reduce bucket " + std::to_string(b.index) + ":";
     for (std::size_t i = 0; i < vars.size() && i < 3; ++i)
       name += " " + reducer.variables()[vars[i]]->name();
     if (vars.size() > 3) name += " +" + std::to_string(vars.size() - 3);

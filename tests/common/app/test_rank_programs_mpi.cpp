@@ -165,7 +165,7 @@ TEST_CASE("DdpStepTrace: DDP's phases on the compute track, each bucket's all-re
       loss_fn.forward(ddp.forward(x), y);
       ddp.backward(loss_fn.backward());
       traced_sgd.step();
-      const std::vector<parallel::BucketTiming> buckets = ddp_trace.record();
+      const std::vector<parallel::CommRecord> buckets = ddp_trace.record();
       REQUIRE(buckets.size() == 1);  // the MLP's 0.1 MiB fit in one bucket
       CHECK(buckets[0].done_s >= buckets[0].launch_s);
     }

@@ -17,7 +17,7 @@
 #include "mgpu/device.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/optim/optimizer.h"
-#include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/comm_log.h"
 #include "mgpu/parallel/ddp/ddp.h"
 
 namespace mgpu::app {
@@ -73,25 +73,25 @@ class TracedOptimizer : public optim::Optimizer {
 ///     ddp_trace.record();
 class DdpStepTrace {
  public:
-  /// Times `ddp`'s bucket all-reduces (a CommTimer on its reducer) while `trace` is on, or
+  /// Times `ddp`'s bucket all-reduces (a CommLog on its reducer) while `trace` is on, or
   /// always with `time_buckets` (a program that uses the timings itself). Both must
   /// outlive this object.
   DdpStepTrace(Trace& trace, parallel::DistributedDataParallel& ddp, bool time_buckets = false);
-  /// Takes the CommTimer off the reducer.
+  /// Takes the CommLog off the reducer.
   ~DdpStepTrace();
   DdpStepTrace(const DdpStepTrace&) = delete;
   DdpStepTrace& operator=(const DdpStepTrace&) = delete;
 
   /// After a step: records its phases as DDP timed them (ddp.last_step()) and the buckets
   /// launched since the last call. Returns those buckets' timings (empty when not timed).
-  std::vector<parallel::BucketTiming> record();
+  std::vector<parallel::CommRecord> record();
   /// As record(), with phases the program timed itself (lesson 09 marks them on its clock).
-  std::vector<parallel::BucketTiming> record(const parallel::StepTimeline& phases);
+  std::vector<parallel::CommRecord> record(const parallel::StepTimeline& phases);
 
  private:
   Trace& trace_;
   parallel::DistributedDataParallel& ddp_;
-  parallel::CommTimer timer_;
+  parallel::CommLog timer_;
   bool timed_ = false;
 };
 

@@ -123,7 +123,10 @@ void Reducer::launch_bucket(std::size_t b) {
     return CommFuture{g.all_reduce(gb.buffer, dist::ReduceOp::sum), nullptr};
   };
   const CommHook& hook = comm_hook_ ? comm_hook_ : sum;
-  bucket.future = comm_timer_ ? comm_timer_->run(hook, group_, view) : hook(group_, view);
+  const double launch_s = comm_log_ ? clock_s() : 0.0;
+  bucket.future = hook(group_, view);
+  if (comm_log_)
+    comm_log_->record(b, "all-reduce", view.buffer.nbytes(), bucket.future.work, launch_s);
 }
 
 void Reducer::wait_bucket(std::size_t b) {

@@ -8,24 +8,8 @@
 
 #include "mgpu/copy.h"
 #include "mgpu/ops.h"
-#include "mgpu/parallel/comm_timer.h"
 
 namespace mgpu::parallel {
-
-void CommLog::record(std::size_t unit, const char* op, std::size_t bytes, const dist::Work& work) {
-  entries_.push_back(Entry{UnitCollective{unit, op, bytes, clock_s(), 0.0}, work});
-}
-
-std::vector<UnitCollective> CommLog::take() {
-  std::vector<UnitCollective> out;
-  for (Entry& e : entries_) {
-    e.work.wait();
-    e.info.done_s = e.work.completion_time_s();
-    out.push_back(e.info);
-  }
-  entries_.clear();
-  return out;
-}
 
 ShardedUnit::ShardedUnit(std::size_t index, std::vector<std::shared_ptr<nn::Module>> layers,
                          dist::ProcessGroup& group, int stage, DType compute_dtype, CommLog* log)
@@ -184,7 +168,7 @@ Tensor ShardedUnit::own_chunk(const Tensor& flat) const {
 }
 
 void ShardedUnit::log(const char* op, const Tensor& full_buffer, const dist::Work& work) {
-  if (log_ != nullptr) log_->record(index_, op, full_buffer.nbytes(), work);
+  if (log_ != nullptr) log_->record(index_, op, full_buffer.nbytes(), work, clock_s());
 }
 
 }  // namespace mgpu::parallel

@@ -7,7 +7,7 @@
 #include "mgpu/dist/runtime.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
-#include "mgpu/parallel/comm_timer.h"  // clock_s
+#include "mgpu/parallel/comm_log.h"  // clock_s
 #include "nn/layer_util.h"
 #include "running_stats.h"
 

@@ -28,7 +28,7 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/parameter.h"
-#include "mgpu/parallel/comm_timer.h"
+#include "mgpu/parallel/comm_log.h"
 #include "mgpu/parallel/ddp/bucket_assignment.h"
 #include "mgpu/parallel/ddp/comm_hook.h"
 #include "mgpu/tensor.h"
@@ -72,8 +72,9 @@ class Reducer {
   void register_comm_hook(CommHook hook);
   /// True once register_comm_hook was called.
   bool has_comm_hook() const { return static_cast<bool>(comm_hook_); }
-  /// Times every bucket launch from now on (nullptr stops). The timer must outlive its use.
-  void set_comm_timer(CommTimer* timer) { comm_timer_ = timer; }
+  /// Records every bucket launch in `log` from now on (nullptr stops). The log must
+  /// outlive its use.
+  void set_comm_log(CommLog* log) { comm_log_ = log; }
 
   /// Lesson 05, task 4. Called by DDP's forward before prepare_for_backward, while a
   /// rebuild can still come (not rebuilt yet, find_unused_parameters off): once a backward
@@ -188,7 +189,7 @@ class Reducer {
   bool has_rebuilt_buckets_ = false;       ///< set by rebuild_buckets, once
 
   // ---- bookkeeping ----------------------------------------------------------------------------
-  CommTimer* comm_timer_ = nullptr;
+  CommLog* comm_log_ = nullptr;
   std::vector<std::size_t> hook_handles_;
   std::vector<std::size_t> launch_order_;
   std::vector<std::size_t> rebuilt_from_order_;

@@ -106,7 +106,7 @@ class ShardedDataParallel : public nn::Module {
   /// One line per unit (ShardedUnit::describe).
   std::string unit_summary() const;
   /// The collectives issued since the last call (after a step: every one has finished).
-  std::vector<UnitCollective> take_comm_log() { return log_.take(); }
+  std::vector<CommRecord> take_comm_log() { return log_.take(); }
   /// What the memory formula predicts for this model's units (sharding_model.h).
   MemoryPrediction predicted_memory() const;
 

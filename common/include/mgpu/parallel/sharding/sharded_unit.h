@@ -40,36 +40,11 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/module.h"
+#include "mgpu/parallel/comm_log.h"
 #include "mgpu/parallel/sharding/flat_param.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel {
-
-/// One collective a unit issued, for traces and for counting bytes.
-struct UnitCollective {
-  std::size_t unit = 0;   ///< the unit's index (forward order)
-  std::string op;         ///< "all-gather", "reduce-scatter" or "all-reduce"
-  std::size_t bytes = 0;  ///< bytes of the full (unsharded) buffer it covers
-  double launch_s = 0;    ///< clock_s() when it was issued
-  double done_s = 0;      ///< when the communication thread finished it
-};
-
-/// The collectives of every unit of a model, in the order they were issued.
-class CommLog {
- public:
-  /// Remembers a collective (its Work gives the completion time later).
-  void record(std::size_t unit, const char* op, std::size_t bytes, const dist::Work& work);
-  /// The collectives recorded since the last take(), with completion times (waits for each,
-  /// so call it after the step), and forgets them.
-  std::vector<UnitCollective> take();
-
- private:
-  struct Entry {
-    UnitCollective info;
-    dist::Work work;
-  };
-  std::vector<Entry> entries_;
-};
 
 /// Where a unit's full parameters are.
 enum class UnitState {
