@@ -7,7 +7,7 @@
 //   backward   g (f32) --cast--> g16 --GEMM with x16--> dW added to W.grad (f32)
 //                                    --GEMM with W16--> dx (f32)
 //              db = sum of g's rows (f32)
-#include "mgpu/amp/autocast.h"
+#include "mgpu/nn/autocast.h"
 #include "mgpu/nn/linear.h"
 #include "mgpu/ops.h"
 

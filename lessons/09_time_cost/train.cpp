@@ -13,7 +13,7 @@
 #include <optional>
 #include <string>
 
-#include "mgpu/amp/autocast.h"
+#include "mgpu/nn/autocast.h"
 #include "mgpu/app/app.h"
 #include "mgpu/data/throttled.h"
 #include "mgpu/dist/dist.h"

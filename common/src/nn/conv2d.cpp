@@ -11,7 +11,7 @@
 #include "dispatch.h"
 #include "im2col_image.h"
 #include "layer_util.h"
-#include "mgpu/amp/autocast.h"
+#include "mgpu/nn/autocast.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
 #include "parallel_for.h"
@@ -90,7 +90,7 @@ std::string Conv2d::describe() const {
 
 Tensor Conv2d::forward(const Tensor& x) {
   const Tensor& w = weight().value;
-  // The precision policy (amp/autocast.h): f32 here, f16/bf16 inside an Autocast region.
+  // The precision policy (nn/autocast.h): f32 here, f16/bf16 inside an Autocast region.
   const DType compute = amp::gemm_dtype(w);
   amp::check_gemm_input(describe(), "input", x, w, compute);
   MGPU_CHECK(x.ndim() == 4 && x.size(1) == in_ch_, describe(), ": input is ", x.str(),

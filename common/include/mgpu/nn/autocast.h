@@ -23,6 +23,9 @@
 /// The state is per thread, as in PyTorch: a region opened on one thread does not reach
 /// work the program hands to other threads. Regions nest; the inner one wins until it
 /// closes, and Autocast(dtype, false) turns the policy off inside a region.
+///
+/// It is part of mgpu::amp (mgpu/amp/all.h includes it) but lives beside the layers that
+/// read it, so that nn needs nothing of amp.
 #pragma once
 
 #include <cstddef>

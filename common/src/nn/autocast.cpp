@@ -1,5 +1,5 @@
 // The autocast region: thread-local state and the weight-cast cache.
-#include "mgpu/amp/autocast.h"
+#include "mgpu/nn/autocast.h"
 
 #include <map>
 #include <memory>
