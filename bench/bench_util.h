@@ -27,7 +27,7 @@
 #include "mgpu/threads.h"
 
 #ifdef MGPU_WITH_CUDA
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace bench {

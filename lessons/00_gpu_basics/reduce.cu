@@ -4,7 +4,7 @@
 // wait for each other inside a kernel, so the partial sums are finished by another pass
 // (sum() in reduce.cpp launches this kernel again on them).
 #include "basics.h"
-#include "cuda_check.h"   // MGPU_CUDA_CHECK_LAUNCH
+#include "core/cuda_check.h"   // MGPU_CUDA_CHECK_LAUNCH
 #include "cuda_stream.h"  // current_stream(device)
 
 namespace mgpu::lesson00 {

@@ -3,7 +3,7 @@
 // A kernel is the body of the CPU loop, run by one GPU thread per element. The launch
 // says how many threads: a grid of blocks, each block kThreadsPerBlock threads.
 #include "basics.h"
-#include "cuda_check.h"   // MGPU_CUDA_CHECK_LAUNCH
+#include "core/cuda_check.h"   // MGPU_CUDA_CHECK_LAUNCH
 #include "cuda_stream.h"  // current_stream(device)
 
 namespace mgpu::lesson00 {

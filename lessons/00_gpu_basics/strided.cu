@@ -1,6 +1,6 @@
 // Experiment (not graded): a copy whose reads are coalesced (stride 1) or scattered.
 #include "basics.h"
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #include "cuda_stream.h"
 
 namespace mgpu::lesson00 {

@@ -10,7 +10,7 @@
 #include "mgpu/error.h"
 
 #ifdef MGPU_WITH_CUDA
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace mgpu {

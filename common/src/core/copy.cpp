@@ -5,7 +5,7 @@
 #include <cstring>
 
 #ifdef MGPU_WITH_CUDA
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace mgpu {

@@ -6,7 +6,7 @@
 #ifdef MGPU_WITH_CUDA
 #include <cuda.h>  // the driver's types only; nothing of libcuda is linked
 
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 
 namespace mgpu::detail {
 namespace {

@@ -8,7 +8,7 @@
 #include "mgpu/error.h"
 
 #ifdef MGPU_WITH_CUDA
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace mgpu {

@@ -9,7 +9,7 @@
 
 #ifdef MGPU_WITH_CUDA
 #include "core/handle_pool.h"
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace mgpu {

@@ -2,7 +2,7 @@
 #include "gpu_identity.h"
 
 #ifdef MGPU_WITH_CUDA
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #endif
 
 namespace mgpu::dist::detail {

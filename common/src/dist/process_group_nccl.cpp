@@ -24,7 +24,7 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include <mutex>
 
 #include "checks.h"
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #include "engine.h"
 #include "mpi_util.h"
 #include "progress.h"

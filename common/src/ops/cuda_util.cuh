@@ -10,7 +10,7 @@
 #include <cstdint>
 #include <type_traits>
 
-#include "cuda_check.h"
+#include "core/cuda_check.h"
 #include "dispatch.h"
 #include "mgpu/error.h"
 #include "mgpu/tensor.h"
