@@ -7,13 +7,14 @@
 #include "mgpu/app/clock.h"
 #include "mgpu/dist/log.h"
 #include "mgpu/error.h"
+#include "mgpu/io/checksum.h"
 #include "mgpu/io/state_dict.h"
 
 namespace mgpu::app {
 
 Checkpoints::Checkpoints(const CheckpointFlags& flags, const Options& opt, const Data& data,
                          Run& run, dist::ProcessGroup& group, CheckpointHooks hooks)
-    : flags_(flags), run_(run), group_(group), hooks_(std::move(hooks)) {
+    : flags_(flags), run_(run), group_(group), hooks_(std::move(hooks)), epochs_(opt.epochs) {
   MGPU_CHECK(hooks_.capture && hooks_.restore, "Checkpoints: hooks.capture and hooks.restore "
              "are required");
   progress_.world_size = group.size();
@@ -32,7 +33,8 @@ bool Checkpoints::resume() {
   if (where.empty()) return false;
   io::TrainingState st;
   std::string path;
-  if (!io::load_checkpoint(group_, where, Device::cpu(), st, &path, hooks_.parse)) {
+  if (!io::load_checkpoint(group_, where, Device::cpu(), st, &path, hooks_.parse,
+                           flags_.allow_non_finite)) {
     dist::log0("nothing to resume in ", where, ": starting from scratch");
     return false;
   }
@@ -46,9 +48,16 @@ bool Checkpoints::resume() {
     MGPU_CHECK(it->second == r.value, path, " was trained with ", r.flag, " ", it->second,
                "; resume with the same ", r.flag);
   }
+  check_progress(st.progress, path);
   const int world = group_.size();
   const std::int64_t batch = progress_.batch_size;
-  progress_ = hooks_.restore(st, path);
+  try {
+    progress_ = hooks_.restore(st, path);
+  } catch (const std::exception& e) {  // every message names the file
+    const std::string what = e.what();
+    if (what.find(path) != std::string::npos) throw;
+    MGPU_FAIL(path, ": ", what);
+  }
   const io::ResumePosition pos = io::resume_position(progress_, world, batch);
   resumed_sums_ = {};
   if (pos.exact) {  // the same ranks and batches: each rank's sums of the epoch go on
@@ -63,11 +72,48 @@ bool Checkpoints::resume() {
   progress_.batch_size = batch;
   dist::log0("resumed from ", path, ": epoch ", progress_.epoch + 1, ", step ",
              progress_.step_in_epoch, " of it, global step ", progress_.global_step,
-             hooks_.resumed_note ? hooks_.resumed_note() : "", pos.exact ? "" : "\n  " + pos.note);
+             hooks_.resumed_note ? hooks_.resumed_note() : "", pos.exact ? "" : "\n  " + pos.note,
+             io::has_checksums(st.metadata)
+                 ? ""
+                 : "\n  note: the file has no checksums (written before they were added): its "
+                   "tensors were not verified");
   return true;
 }
 
+void Checkpoints::check_progress(const io::TrainingProgress& p, const std::string& path) const {
+  std::string bad;
+  if (p.epoch < 0 || p.epoch > epochs_)
+    bad = "train.epoch is " + std::to_string(p.epoch) + ", outside 0.." + std::to_string(epochs_) +
+          " (--epochs " + std::to_string(epochs_) + ")";
+  else if (p.epoch == epochs_ && p.step_in_epoch != 0)
+    bad = "train.epoch is " + std::to_string(p.epoch) + " (the end of --epochs " +
+          std::to_string(epochs_) + ") with train.step_in_epoch " + std::to_string(p.step_in_epoch);
+  else if (p.step_in_epoch < 0)
+    bad = "train.step_in_epoch is " + std::to_string(p.step_in_epoch) + ", negative";
+  else if (p.global_step < p.epoch + p.step_in_epoch)
+    bad = "train.global_step is " + std::to_string(p.global_step) + ", fewer than the steps its "
+          "epoch " + std::to_string(p.epoch) + " and step_in_epoch " + std::to_string(p.step_in_epoch) +
+          " need";
+  else if (p.samples_in_epoch < 0)
+    bad = "train.samples_in_epoch is " + std::to_string(p.samples_in_epoch) + ", negative";
+  else if (p.world_size < 1 || p.batch_size < 1)
+    bad = "train.world_size x batch_size is " + std::to_string(p.world_size) + " x " +
+          std::to_string(p.batch_size);
+  else if (!(p.lr >= 0) || p.lr > 1e30)
+    bad = "train.lr is " + std::to_string(p.lr);
+  MGPU_CHECK(bad.empty(), path, ": ", bad, ": not a position of this run (the file was edited, or "
+             "is from a run with other flags); resume from another checkpoint or start without "
+             "--resume");
+}
+
 void Checkpoints::start_epoch(int epoch, double lr, data::DataLoader& loader) {
+  if (progress_.step_in_epoch > 0) {  // a resumed position inside the epoch's data
+    const std::int64_t batches = static_cast<std::int64_t>(loader.num_batches());
+    MGPU_CHECK(progress_.step_in_epoch <= batches, "the checkpoint resumed from says epoch ",
+               epoch + 1, " continues at step ", progress_.step_in_epoch, ", but this run's epoch has ",
+               batches, " step(s) per rank (--train-samples, --batch-size, ranks): not a position "
+               "of this run; resume from another checkpoint or start without --resume");
+  }
   loader.start_epoch(epoch, progress_.step_in_epoch);  // mid-epoch after a resume
   if (progress_.step_in_epoch > 0) run_.resume_epoch(epoch, lr, loader, resumed_sums_);
   else run_.start_epoch(epoch, lr, loader);

@@ -159,6 +159,9 @@ void add_checkpoint_flags(CLI::App& cli, CheckpointFlags& ck) {
   cli.add_option("--resume", ck.resume,
                  "a checkpoint file or folder to resume from, or 'auto': the --checkpoint-dir's "
                  "latest (nothing there yet: start from scratch)");
+  cli.add_flag("--allow-non-finite-checkpoint", ck.allow_non_finite,
+               "resume from a checkpoint whose parameters or optimizer state hold NaN or "
+               "infinity (refused by default; for debugging)");
 }
 
 bool checkpoint_flags_ok(const CheckpointFlags& ck) {

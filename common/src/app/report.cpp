@@ -7,6 +7,7 @@
 #include <cstdio>
 
 #include "mgpu/error.h"
+#include "mgpu/io/atomic_file.h"
 #include "mgpu/nn/models.h"
 
 namespace mgpu::app {
@@ -62,10 +63,12 @@ std::string mib(double bytes, int decimals) {
 
 void MetricsWriter::open(const std::string& path) {
   MGPU_CHECK(!path.empty(), "--metrics: the path is empty");
+  try {
+    io::probe_writable(path);
+  } catch (const std::exception& e) {
+    MGPU_FAIL("--metrics: ", e.what(), " (does its folder exist, and may you write there?)");
+  }
   path_ = path;
-  out_.open(path);
-  MGPU_CHECK(out_.good(), "--metrics: cannot write ", path,
-             " (does its folder exist, and may you write there?)");
 }
 
 void MetricsWriter::write(const EpochStats& s, const MetricFields& extra) {
@@ -87,9 +90,12 @@ void MetricsWriter::write(const EpochStats& s, const MetricFields& extra) {
     if (whole) j[key] = static_cast<std::int64_t>(value);
     else j[key] = value;
   }
-  out_ << j.dump() << "\n";
-  out_.flush();
-  MGPU_CHECK(out_.good(), "--metrics: writing ", path_, " failed (is the disk full?)");
+  text_ += j.dump() + "\n";
+  try {  // a temporary file renamed over path_: the old complete file or the new one
+    io::atomic_replace(io::parent_directory(path_), path_.substr(path_.find_last_of('/') + 1), text_);
+  } catch (const std::exception& e) {
+    MGPU_FAIL("--metrics: writing ", path_, " failed: ", e.what());
+  }
 }
 
 }  // namespace mgpu::app

@@ -7,6 +7,7 @@
 
 #include "mgpu/dist/runtime.h"
 #include "mgpu/error.h"
+#include "mgpu/io/atomic_file.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::app {
@@ -18,15 +19,18 @@ void Trace::open(const std::string& path, double origin_s) {
   path_ = path;
   origin_s_ = origin_s;
   if (dist::rank() == 0) {
-    out_.open(path);
-    MGPU_CHECK(out_.good(), "--trace: cannot write ", path,
-               " (does its folder exist, and may you write there?)");
+    try {
+      io::probe_writable(path);
+    } catch (const std::exception& e) {
+      MGPU_FAIL("--trace: ", e.what(), " (does its folder exist, and may you write there?)");
+    }
+    writer_ = true;
   }
   on_ = true;
 }
 
 Trace::~Trace() {
-  if (!on_ || written_ || !out_.is_open()) return;
+  if (!on_ || written_ || !writer_) return;
   try {
     write(nullptr);  // this rank's spans only: no collective while unwinding
   } catch (...) {
@@ -124,9 +128,12 @@ void Trace::write(dist::ProcessGroup* group) {
   json all = json::parse(mine);
   for (int r = 1; group && r < group->size(); ++r)
     for (auto& e : json::parse(recv_text(*group, r))) all.push_back(std::move(e));
-  out_ << json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() << "\n";
-  out_.flush();
-  MGPU_CHECK(out_.good(), "--trace: writing ", path_, " failed (is the disk full?)");
+  const std::string text = json{{"traceEvents", std::move(all)}, {"displayTimeUnit", "ms"}}.dump() + "\n";
+  try {  // a temporary file renamed over path_: never a truncated trace under its name
+    io::atomic_replace(io::parent_directory(path_), path_.substr(path_.find_last_of('/') + 1), text);
+  } catch (const std::exception& e) {
+    MGPU_FAIL("--trace: writing ", path_, " failed: ", e.what());
+  }
 }
 
 }  // namespace mgpu::app

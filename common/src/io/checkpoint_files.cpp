@@ -10,6 +10,7 @@
 
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/checkpoint.h"
+#include "mgpu/io/checksum.h"
 
 namespace mgpu::io {
 
@@ -79,14 +80,13 @@ std::vector<std::string> list_checkpoints(const std::string& dir) {
 
 std::string latest_checkpoint(const std::string& dir) {
   const std::string pointer = dir + "/latest";
-  std::error_code ec;
-  if (!fs::exists(pointer, ec)) return "";
+  if (describe_path(pointer) == "missing") return "";
   std::string name = read_file(pointer);
   while (!name.empty() && (name.back() == '\n' || name.back() == ' ')) name.pop_back();
   MGPU_CHECK(step_of(name) >= 0, pointer, " holds '", name,
              "', not a checkpoint name (step-N.safetensors); was it edited by hand?");
   const std::string path = dir + "/" + name;
-  MGPU_CHECK(fs::exists(path, ec), pointer, " names ", name,
+  MGPU_CHECK(describe_path(path) != "missing", pointer, " names ", name,
              ", which does not exist (deleted by hand?). Resume from one of the files in ", dir,
              " by its path, or delete ", pointer, " to start over");
   return path;
@@ -102,17 +102,18 @@ std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
 
 bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const Device& device,
                      TrainingState& state, std::string* path_out,
-                     const std::function<SafetensorsFile(std::string_view, const std::string&)>& parse) {
+                     const std::function<SafetensorsFile(std::string_view, const std::string&)>& parse,
+                     bool allow_non_finite) {
   // Step 1) rank 0 decides which file: every rank loads the same one even if `latest`
   // changes meanwhile or another node's view of the folder lags behind.
   std::string path, error;
   if (group.rank() == 0) {
     try {
-      std::error_code ec;
       const bool file_name = where.size() > 12 && where.compare(where.size() - 12, 12, ".safetensors") == 0;
-      if (fs::is_directory(where, ec)) {
+      const std::string what = describe_path(where);
+      if (what == "a folder") {
         path = latest_checkpoint(where);
-      } else if (fs::exists(where, ec)) {
+      } else if (what != "missing") {  // a file; anything else is refused by the read, saying what
         path = where;
       } else {  // a folder not created yet: nothing to resume; a missing file: an error
         MGPU_CHECK(!file_name, "no checkpoint at ", where,
@@ -135,7 +136,12 @@ bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const 
     } else {
       f = load_safetensors(path, device);
     }
+    verify_checksums(f, path);  // false (nothing to check) for a file written before them
     loaded = from_checkpoint_file(f, path);
+    if (!allow_non_finite) {
+      check_finite(loaded.model, "model.", path);
+      check_finite(loaded.optimizer, "optim.", path);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

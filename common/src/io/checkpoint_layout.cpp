@@ -2,6 +2,8 @@
 // restoring a run are lesson 07's.
 #include "mgpu/io/checkpoint.h"
 
+#include "mgpu/io/checksum.h"
+
 namespace mgpu::io {
 
 namespace {
@@ -39,6 +41,7 @@ SafetensorsFile to_checkpoint_file(const TrainingState& state) {
   f.metadata = state.metadata;
   f.metadata["format"] = "mgpu-checkpoint";
   f.metadata["format_version"] = std::to_string(kCheckpointFormatVersion);
+  add_checksums(f);  // every tensor's, verified by load_checkpoint (checksum.h)
   return f;
 }
 

@@ -50,8 +50,7 @@ SafetensorsFile parse_safetensors(std::string_view bytes, const std::string& fil
 
 SafetensorsFile load_safetensors(const std::string& path, const Device& device) {
   check_little_endian();
-  const int fd = ::open(path.c_str(), O_RDONLY | O_CLOEXEC);
-  MGPU_CHECK(fd >= 0, "cannot open ", path, ": ", std::strerror(errno));
+  const int fd = open_regular_file(path);  // no device, FIFO or folder (read_file.cpp)
   struct Closer {
     int fd;
     ~Closer() { ::close(fd); }

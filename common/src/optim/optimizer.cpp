@@ -60,6 +60,16 @@ void Optimizer::load_state(const std::map<std::string, Tensor>& state) {
       loaded[name] = t.to(owner->value.device()).to(owner->value.dtype()).clone();
     }
   }
+  // Strict: a state that is not empty (the optimizer has stepped) has every state tensor of
+  // every parameter it trains; a missing one would silently restart from zero.
+  if (!loaded.empty())
+    for (const nn::Parameter* p : params_) {
+      if (!p->requires_grad()) continue;
+      for (const std::string& key : state_keys())
+        MGPU_CHECK(loaded.count(p->name() + "." + key) != 0, describe(), ": load_state: '",
+                   p->name(), ".", key, "' is missing (the state has other parameters' ", key,
+                   "; every trained parameter has one)");
+    }
   state_ = std::move(loaded);
 }
 

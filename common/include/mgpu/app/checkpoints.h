@@ -79,6 +79,10 @@ class Checkpoints {
   /// --checkpoint-dir's, if it has one yet), refuses one of another --seed or recorded
   /// value, puts it back with hooks.restore and finds where the run continues in the data
   /// (io::resume_position). Prints "resumed from ..." or "nothing to resume in ...".
+  /// The file is verified on load (io::load_checkpoint: checksums, finite values unless
+  /// --allow-non-finite-checkpoint); its training position must be one of this run (epoch
+  /// within --epochs, counters not negative and consistent; the step within the epoch's
+  /// steps, checked by start_epoch); every refusal names the file.
   /// Returns true when it resumed.
   bool resume();
 
@@ -100,6 +104,8 @@ class Checkpoints {
     std::string key, value, flag;
   };
   void save();
+  // Refuses a loaded position outside this run (--epochs) or inconsistent in itself.
+  void check_progress(const io::TrainingProgress& progress, const std::string& path) const;
 
   const CheckpointFlags& flags_;
   Run& run_;
@@ -108,6 +114,7 @@ class Checkpoints {
   std::vector<Recorded> recorded_;
   io::TrainingProgress progress_;
   Run::EpochSums resumed_sums_;  // of the resumed epoch, this rank's
+  int epochs_;                   // --epochs
 };
 
 /// `hooks` that also save DDP's rebuilt buckets (the checkpoint's extra.ddp) and put them

@@ -79,9 +79,13 @@ struct CheckpointFlags {
   std::int64_t save_every = 0;  ///< --save-every: steps; 0: at the end of every epoch
   int keep_last = 3;            ///< --keep-last: the newest K are kept (0: all)
   std::string resume;           ///< --resume: a checkpoint file, a folder, or "auto" (= dir)
+  /// --allow-non-finite-checkpoint: load a checkpoint whose parameters or optimizer state
+  /// hold NaN or infinity (refused by default; for debugging a diverged run).
+  bool allow_non_finite = false;
 };
 
-/// Declares --checkpoint-dir, --save-every, --keep-last and --resume on `cli`.
+/// Declares --checkpoint-dir, --save-every, --keep-last, --resume and
+/// --allow-non-finite-checkpoint on `cli`.
 void add_checkpoint_flags(CLI::App& cli, CheckpointFlags& ck);
 
 /// After parsing: false, with a one-line error on stderr, when the flags contradict each

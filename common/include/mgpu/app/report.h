@@ -58,20 +58,23 @@ using MetricFields = std::vector<std::pair<std::string, double>>;
 
 /// --metrics PATH: one JSON object per epoch with the fields of EpochStats (epoch, lr,
 /// train_loss, train_acc, test_loss, test_acc, samples_per_s, step_ms, data_wait_s,
-/// world_size, global_batch, time_s) and the program's extra fields. Each line is flushed
-/// when written, so a run that stops early keeps the epochs it finished.
+/// world_size, global_batch, time_s) and the program's extra fields. Each write replaces
+/// the file atomically with every line so far (io::atomic_replace: a temporary file renamed
+/// over the path), so a run that stops early keeps the epochs it finished, and a full disk
+/// leaves the previous complete file, never a truncated one.
 class MetricsWriter {
  public:
-  /// Creates `path` now, so a bad path fails before training.
+  /// Checks now that `path` can be written (io::probe_writable), so a bad path fails before
+  /// training; the file appears with the first line.
   void open(const std::string& path);
   /// True after open().
-  bool on() const { return out_.is_open(); }
-  /// Appends one line.
+  bool on() const { return !path_.empty(); }
+  /// Adds one line.
   void write(const EpochStats& s, const MetricFields& extra = {});
 
  private:
   std::string path_;
-  std::ofstream out_;
+  std::string text_;  // every line so far
 };
 
 }  // namespace mgpu::app

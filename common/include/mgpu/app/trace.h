@@ -18,7 +18,6 @@
 #pragma once
 
 #include <cstddef>
-#include <fstream>
 #include <mutex>
 #include <string>
 #include <utility>
@@ -42,10 +41,12 @@ class Trace {
   Trace(const Trace&) = delete;
   Trace& operator=(const Trace&) = delete;
 
-  /// Switches recording on. On rank 0 (dist::rank()) creates `path` now, so that an
-  /// unwritable path fails before any training, never after it. Times are written relative
-  /// to `origin_s` (app::now_s() seconds; give every rank the same moment, e.g. after a
-  /// barrier, to line their rows up).
+  /// Switches recording on. On rank 0 (dist::rank()) checks now that `path` can be written
+  /// (io::probe_writable), so that an unwritable path fails before any training, never
+  /// after it; the file itself is written by write(), atomically (io::atomic_replace: a
+  /// temporary file renamed over `path`), so a full disk leaves no truncated trace. Times
+  /// are written relative to `origin_s` (app::now_s() seconds; give every rank the same
+  /// moment, e.g. after a barrier, to line their rows up).
   void open(const std::string& path, double origin_s);
   /// True after open(): callers can skip work that only feeds the trace.
   bool on() const { return on_; }
@@ -81,7 +82,7 @@ class Trace {
   bool on_ = false, written_ = false;
   std::string path_;
   double origin_s_ = 0;
-  std::ofstream out_;  // rank 0's file, opened by open()
+  bool writer_ = false;  // rank 0: writes the file
   std::string process_name_;
   mutable std::mutex mutex_;
   std::vector<std::string> tracks_;

@@ -22,11 +22,24 @@ namespace mgpu::io {
 /// (disk full, no permission, no such folder); on failure the temporary file is removed and
 /// dir/name is untouched.
 void atomic_replace(const std::string& dir, const std::string& name, std::string_view bytes);
+/// Checks, before any work, that atomic_replace can write `path`: creates and removes its
+/// temporary file (its folder exists and may be written). Throws mgpu::Error naming the path
+/// and the system's reason. Leaves nothing behind, and never creates `path` itself.
+void probe_writable(const std::string& path);
 /// fsync of a folder: makes the creation, renaming and removal of its entries durable.
 void fsync_directory(const std::string& dir);
 /// The folder part of a path ("." when there is none).
 std::string parent_directory(const std::string& path);
-/// The whole content of a file; throws mgpu::Error naming the path when it cannot be read.
+/// The whole content of a file; throws mgpu::Error naming the path when it cannot be read
+/// or is not a regular file (open_regular_file).
 std::string read_file(const std::string& path);
+/// Opens `path` for reading (O_RDONLY, close-on-exec) and returns the descriptor, only when
+/// it is a regular file (after following symlinks): a folder, a device (/dev/zero), a FIFO
+/// (opened without blocking), a socket, a dangling symlink or a symlink loop is refused with
+/// mgpu::Error saying what the path is.
+int open_regular_file(const std::string& path);
+/// What `path` is, for messages: "a regular file", "a folder", "a character device", "a
+/// FIFO (named pipe)", "a symlink loop", "a dangling symlink", "missing", ...
+std::string describe_path(const std::string& path);
 
 }  // namespace mgpu::io

@@ -12,7 +12,8 @@
 ///     extra.<component>.<key>   any other component's state dict (e.g. "scaler", the loss
 ///                               scaler of mixed precision)
 ///
-/// and its `__metadata__`: "format": "mgpu-checkpoint", "format_version": "1", plus free
+/// and its `__metadata__`: "format": "mgpu-checkpoint", "format_version": "1",
+/// "checksum.<tensor name>" for every tensor (checksum.h, verified on load), plus free
 /// text the program adds (model, command line). Scalars are 0-d tensors (i64 counts and
 /// seeds, f64 learning rate), not metadata strings: they round-trip bit for bit, carry their
 /// dtype, and are checked like every other tensor. Metadata holds what a person or a reader
@@ -104,7 +105,8 @@ TrainingProgress restore_training_state(const TrainingState& state, nn::Module& 
 
 // ---- the library's: the file layout, the folder, the collective load -------------------
 
-/// The checkpoint file's tensors and metadata for `state` (the layout above).
+/// The checkpoint file's tensors and metadata for `state` (the layout above), with a
+/// checksum of every tensor in the metadata (add_checksums, checksum.h).
 SafetensorsFile to_checkpoint_file(const TrainingState& state);
 /// The state a checkpoint file holds; throws naming `source` for a file that is not a
 /// checkpoint of this version, or misses a counter, or has a section it does not know.
@@ -154,10 +156,15 @@ std::string save_checkpoint(dist::ProcessGroup& group, const std::string& dir,
 /// resume, `state` untouched. A missing *.safetensors file is an error.
 /// `parse`, when given, reads the file's bytes instead of load_safetensors (which reads
 /// through parse_safetensors_header, lesson 07's reader, already).
+/// After reading, every tensor is verified against the file's checksums (verify_checksums:
+/// a file without any, written before they were added, is read unverified), and, unless
+/// `allow_non_finite`, the model's and the optimizer's tensors must hold no NaN or infinity
+/// (check_finite). Every refusal names the file and the tensor.
 bool load_checkpoint(dist::ProcessGroup& group, const std::string& where, const Device& device,
                      TrainingState& state, std::string* path = nullptr,
                      const std::function<SafetensorsFile(std::string_view, const std::string&)>&
-                         parse = nullptr);
+                         parse = nullptr,
+                     bool allow_non_finite = false);
 
 /// Where a resumed run continues in the data.
 struct ResumePosition {

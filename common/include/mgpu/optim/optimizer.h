@@ -41,7 +41,8 @@ class Optimizer {
   const std::map<std::string, Tensor>& state() const { return state_; }
   /// Replaces the state with copies of `state` (as saved from state()), each moved to its
   /// parameter's device; step counters stay on the host. Throws on a name that belongs to
-  /// no parameter of this optimizer, or a shape that does not match it.
+  /// no parameter of this optimizer, or a shape that does not match it, and, when `state`
+  /// is not empty, on a state tensor missing for a parameter that requires a gradient.
   void load_state(const std::map<std::string, Tensor>& state);
 
  protected:

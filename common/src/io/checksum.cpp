@@ -1,0 +1,100 @@
+// A checkpoint's integrity: per-tensor checksums in the metadata, and finite numbers
+// (checksum.h).
+#include "mgpu/io/checksum.h"
+
+#include <cstdio>
+#include <cstring>
+
+namespace mgpu::io {
+
+namespace {
+
+bool starts_with(const std::string& s, const std::string& prefix) {
+  return s.compare(0, prefix.size(), prefix) == 0;
+}
+
+// True when the element of `bits` (an IEEE float of `bytes` bytes, or bfloat16) is a NaN or
+// an infinity: its exponent bits are all ones.
+template <typename Bits>
+bool non_finite(Bits bits, Bits exponent_mask) {
+  return (bits & exponent_mask) == exponent_mask;
+}
+
+}  // namespace
+
+std::string tensor_checksum(const Tensor& tensor) {
+  const Tensor host = tensor.to(Device::cpu());
+  std::uint64_t h = 1469598103934665603ull;  // FNV-1a's offset basis
+  const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
+  for (std::size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+  char buf[17];
+  std::snprintf(buf, sizeof buf, "%016llx", static_cast<unsigned long long>(h));
+  return buf;
+}
+
+bool has_checksums(const Metadata& metadata) {
+  const auto it = metadata.lower_bound(kChecksumPrefix);
+  return it != metadata.end() && starts_with(it->first, kChecksumPrefix);
+}
+
+void add_checksums(SafetensorsFile& file) {
+  for (auto it = file.metadata.lower_bound(kChecksumPrefix);
+       it != file.metadata.end() && starts_with(it->first, kChecksumPrefix);)
+    it = file.metadata.erase(it);
+  for (const auto& [name, t] : file.tensors) file.metadata[kChecksumPrefix + name] = tensor_checksum(t);
+}
+
+bool verify_checksums(const SafetensorsFile& file, const std::string& source) {
+  if (!has_checksums(file.metadata)) return false;
+  const std::string prefix = kChecksumPrefix;
+  for (const auto& [name, t] : file.tensors) {
+    const auto it = file.metadata.find(prefix + name);
+    MGPU_CHECK(it != file.metadata.end(), source, ": tensor '", name,
+               "' has no checksum in the file's __metadata__: it was added after the file was "
+               "written; the file is not the checkpoint that was saved (restore it from a copy, "
+               "or resume from another checkpoint)");
+    const std::string actual = tensor_checksum(t);
+    MGPU_CHECK(it->second == actual, source, ": tensor '", name, "' fails its checksum (fnv1a64 ",
+               actual, ", the file says ", it->second, "): its bytes changed after it was saved "
+               "(a damaged disk or copy, or an edit); resume from another checkpoint");
+  }
+  for (auto it = file.metadata.lower_bound(prefix);
+       it != file.metadata.end() && starts_with(it->first, prefix); ++it) {
+    const std::string name = it->first.substr(prefix.size());
+    MGPU_CHECK(file.tensors.count(name) != 0, source, ": tensor '", name,
+               "' is missing: the file's __metadata__ has its checksum, so the checkpoint that "
+               "was saved had it (the file was edited); resume from another checkpoint");
+  }
+  return true;
+}
+
+void check_finite(const TensorDict& tensors, const std::string& section, const std::string& source) {
+  for (const auto& [name, t] : tensors) {
+    if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
+    const Tensor host = t.to(Device::cpu());
+    const auto* p = static_cast<const unsigned char*>(host.raw_data());
+    const std::int64_t n = host.numel();
+    std::int64_t bad = 0, first = -1;
+    for (std::int64_t i = 0; i < n; ++i) {
+      bool nf = false;
+      switch (host.dtype()) {
+        case DType::f32: { std::uint32_t b; std::memcpy(&b, p + 4 * i, 4); nf = non_finite<std::uint32_t>(b, 0x7F800000u); break; }
+        case DType::f64: { std::uint64_t b; std::memcpy(&b, p + 8 * i, 8); nf = non_finite<std::uint64_t>(b, 0x7FF0000000000000ull); break; }
+        case DType::f16: { std::uint16_t b; std::memcpy(&b, p + 2 * i, 2); nf = non_finite<std::uint16_t>(b, 0x7C00u); break; }
+        case DType::bf16: { std::uint16_t b; std::memcpy(&b, p + 2 * i, 2); nf = non_finite<std::uint16_t>(b, 0x7F80u); break; }
+        default: break;
+      }
+      if (nf) {
+        if (first < 0) first = i;
+        ++bad;
+      }
+    }
+    MGPU_CHECK(bad == 0, source, ": tensor '", section, name, "' holds ", bad,
+               " NaN or infinite value(s) (the first at flat index ", first, " of ",
+               shape_str(t.shape()), "): the run that saved it had diverged; resume from an "
+               "earlier checkpoint (or pass --allow-non-finite-checkpoint to load it anyway, "
+               "for debugging)");
+  }
+}
+
+}  // namespace mgpu::io
