@@ -178,11 +178,30 @@ TEST_CASE("task3: one all_reduce of 2C values; grad_weight and grad_bias are thi
   CHECK(counting.ops == std::vector<std::string>{"all_gather " + std::to_string(W * 9), "all_reduce 8"});
   // This rank's share: sum(dy) over its own rows only.
   const std::vector<double> dy = my_rows(dy_all, split).to_vector<double>();
+  const std::vector<double> x = my_rows(x_all, split).to_vector<double>();
+  const std::vector<double> xs = x_all.to_vector<double>();
   const std::vector<double> grad_bias = bn->parameter("bias").grad.to_vector<double>();
+  std::vector<double> sums(8, 0.0);  // what the all_reduce must carry: [sum_dy | sum_dy_xmu]
   for (int c = 0; c < 4; ++c) {
-    double own = 0;
-    for (std::int64_t i = 0; i < split.mine(); ++i) own += dy[i * 4 + c];
+    double mean = 0;  // the world's mean, from the forward
+    for (std::int64_t i = 0; i < split.total(); ++i) mean += xs[i * 4 + c];
+    mean /= static_cast<double>(split.total());
+    double own = 0, own_xmu = 0;
+    for (std::int64_t i = 0; i < split.mine(); ++i) {
+      own += dy[i * 4 + c];
+      own_xmu += dy[i * 4 + c] * (x[i * 4 + c] - mean);
+    }
+    sums[c] = own, sums[4 + c] = own_xmu;
     CHECK(grad_bias[c] == Approx(own).margin(1e-12));
+  }
+  // What was summed over the ranks: this rank's two sums, not zeros (sums written into a
+  // tensor other than the buffer that is all-reduced never reach the other ranks).
+  REQUIRE(counting.all_reduce_inputs.size() == 1);
+  const std::vector<double>& sent = counting.all_reduce_inputs[0];
+  REQUIRE(sent.size() == 8);
+  for (int i = 0; i < 8; ++i) {
+    INFO("the all_reduce's input [sum_dy | sum_dy_xmu], entry " << i);
+    CHECK(sent[i] == Approx(sums[i]).margin(1e-9));
   }
 }
 

@@ -35,10 +35,13 @@ class RecordingGroup : public ForwardingGroup {
   /// Records what is asked of `inner` (which must outlive it).
   explicit RecordingGroup(dist::ProcessGroup& inner) : ForwardingGroup(inner) {}
   std::vector<std::string> ops;  ///< the collectives issued so far, in order
+  /// What each all_reduce was given to sum, as read just before it ran (CPU tensors).
+  std::vector<std::vector<double>> all_reduce_inputs;
 
  protected:
   void on_collective(const std::string& op, const Tensor& t) override {
     ops.push_back(op == "barrier" ? op : op + " " + std::to_string(t.numel()));
+    if (op == "all_reduce" && t.device().is_cpu()) all_reduce_inputs.push_back(t.to_vector<double>());
   }
 };
 
