@@ -6,8 +6,8 @@
 
 #include <catch2/catch.hpp>
 
-#include "../common/io/io_test_util.h"
-#include "../common/io/resume_harness.h"
+#include "io_files.h"
+#include "resume_harness.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/nn/dropout.h"
 #include "mgpu/nn/init.h"

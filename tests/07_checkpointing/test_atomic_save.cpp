@@ -4,8 +4,8 @@
 
 #include <filesystem>
 
-#include "../common/io/crash_points.h"
-#include "../common/io/kill_test.h"
+#include "crash_points.h"
+#include "kill_test.h"
 #include "mgpu/io/checkpoint.h"
 
 using mgpu::Tensor;

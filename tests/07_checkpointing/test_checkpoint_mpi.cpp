@@ -7,7 +7,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "../common/io/shared_temp_dir.h"
+#include "shared_temp_dir.h"
 #include "mgpu/dist/dist.h"
 #include "resume_checks.h"
 

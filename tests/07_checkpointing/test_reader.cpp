@@ -3,8 +3,8 @@
 // makes the good files is the reference's (task 1).
 #include <catch2/catch.hpp>
 
-#include "../common/io/io_test_util.h"
-#include "../common/io/malformed_cases.h"
+#include "io_files.h"
+#include "malformed_cases.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/ops.h"
 

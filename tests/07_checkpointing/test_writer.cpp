@@ -6,8 +6,8 @@
 #include <algorithm>
 #include <nlohmann/json.hpp>
 
-#include "../common/io/io_test_util.h"
-#include "../common/io/malformed_cases.h"
+#include "io_files.h"
+#include "malformed_cases.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/ops.h"
 

@@ -29,6 +29,13 @@ inline dist::ProcessGroup& group() {
   return *g;
 }
 
+/// A CPU (mpi) group over the world with the library's default timeout, created by the
+/// first test that asks for it (the dist and io tests', which set MGPU_DIST_TIMEOUT_S).
+inline dist::ProcessGroup& cpu_group() {
+  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", Device::cpu(), quiet_options());
+  return *g;
+}
+
 /// True on every rank when `ok` is true on every rank: a check all ranks report the same.
 inline bool all_ranks(bool ok) {
   Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});

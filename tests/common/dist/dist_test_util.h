@@ -1,5 +1,5 @@
-// Helpers of the multi-rank tests: the group every test shares, and tensors made from and
-// read back as doubles in any dtype (exact for the small integers the tests use).
+// Helpers of the multi-rank dist tests: tensors made from and read back as doubles in any
+// dtype (exact for the small integers the tests use); their group is groups.h's cpu_group().
 #pragma once
 
 #include <cstdint>
@@ -10,13 +10,6 @@
 #include "mgpu/tensor.h"
 
 namespace mgpu::testing {
-
-/// A CPU (mpi) group over the world, created by the first test that asks for it. Every rank
-/// runs the same tests in the same order, so every rank creates it at the same point.
-inline dist::ProcessGroup& cpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group("mpi", Device::cpu(), quiet_options());
-  return *g;
-}
 
 /// A tensor of `dtype` on `device` holding `values` (rounded to the dtype).
 inline Tensor make_tensor(const std::vector<double>& values, DType dtype,

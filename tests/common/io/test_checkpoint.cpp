@@ -5,7 +5,7 @@
 
 #include <filesystem>
 
-#include "io_test_util.h"
+#include "io_files.h"
 #include "kill_test.h"
 #include "mgpu/amp/grad_scaler.h"
 #include "mgpu/io/checkpoint.h"

@@ -8,7 +8,7 @@
 #include <filesystem>
 #include <fstream>
 
-#include "io_test_util.h"
+#include "io_files.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/io/checkpoint.h"
 #include "resume_harness.h"

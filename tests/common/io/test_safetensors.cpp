@@ -5,7 +5,7 @@
 #include <cmath>
 #include <fstream>
 
-#include "io_test_util.h"
+#include "io_files.h"
 #include "malformed_cases.h"
 #include "mgpu/device.h"
 #include "mgpu/io/safetensors.h"

@@ -6,7 +6,7 @@
 #include <string>
 #include <vector>
 
-#include "io_test_util.h"
+#include "io_files.h"
 #include "mgpu/io/safetensors.h"
 
 namespace mgpu::testing {

@@ -19,7 +19,7 @@
 #include <thread>
 
 #include "crash_points.h"
-#include "io_test_util.h"
+#include "io_files.h"
 
 namespace mgpu::testing {
 

@@ -1,4 +1,5 @@
-// Helpers of the io tests: hand-made safetensors files and bitwise tensor comparison.
+// Files for the checkpoint tests (the library's io tests and lesson 07's): hand-made
+// safetensors files, bitwise tensor comparison, temporary folders.
 #pragma once
 
 #include <stdlib.h>

@@ -11,7 +11,7 @@
 #include <string>
 #include <vector>
 
-#include "../dist/dist_test_util.h"
+#include "groups.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::testing {
