@@ -73,8 +73,9 @@ SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t 
       }
       continue;
     }
+    const std::string entry = name;  // a lambda cannot capture a structured binding (C++17)
     const auto bad = [&](const std::string& what) {
-      refuse(file, name, SafetensorsRule::invalid_entry, what);
+      refuse(file, entry, SafetensorsRule::invalid_entry, what);
     };
     if (!value.is_object()) bad("not an object");
     if (!value.contains("dtype") || !value.contains("shape") || !value.contains("data_offsets"))
