@@ -1,5 +1,5 @@
-// Causal self-attention: the attention core (two batched products around a causal softmax)
-// and the module that projects to q, k, v, splits the heads and projects back.
+// Causal self-attention: the module that projects to q, k, v, splits the heads, runs the
+// attention core (lesson 12 defines it) and projects back.
 #include "mgpu/nn/attention.h"
 
 #include <cmath>
@@ -8,44 +8,21 @@
 #include "mgpu/ops.h"
 
 namespace mgpu::nn {
-namespace {
+namespace detail {
 
-void check_qkv(const Tensor& q, const Tensor& k, const Tensor& v) {
-  check_defined("causal_attention", q, "q");
+void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v) {
+  check_defined(op, q, "q");
   MGPU_CHECK(q.ndim() == 3 && k.shape() == q.shape() && v.shape() == q.shape() &&
                  k.dtype() == q.dtype() && v.dtype() == q.dtype() &&
                  k.device() == q.device() && v.device() == q.device(),
-             "causal_attention: q ", q.str(), ", k ", k.str(), " and v ", v.str(),
+             op, ": q ", q.str(), ", k ", k.str(), " and v ", v.str(),
              " must all be [B·n_head, T, D], of one dtype, on one device");
 }
 
-}  // namespace
+}  // namespace detail
 
-Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor* probs) {
-  check_qkv(q, k, v);
-  Tensor scores = matmul_batched(q, k, false, true);  // [BH, T, T]
-  scale_(scores, 1.0 / std::sqrt(static_cast<double>(q.size(2))));
-  Tensor p = softmax(scores, /*causal=*/true);
-  Tensor y = matmul_batched(p, v);  // [BH, T, D]
-  if (probs) *probs = p;
-  return y;
-}
-
-AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
-                                         const Tensor& v, const Tensor& probs) {
-  check_qkv(q, k, v);
-  check_same_shape("causal_attention_backward", grad_y, q);
-  AttentionGrads g;
-  // y = p v: dp = dy vᵀ, dv = pᵀ dy.
-  const Tensor dp = matmul_batched(grad_y, v, false, true);
-  g.dv = matmul_batched(probs, grad_y, true, false);
-  // p = softmax(s) (masked entries have p = 0 and get no gradient); s = q kᵀ / √D.
-  Tensor ds = softmax_backward(dp, probs);
-  scale_(ds, 1.0 / std::sqrt(static_cast<double>(q.size(2))));
-  g.dq = matmul_batched(ds, k);
-  g.dk = matmul_batched(ds, q, true, false);
-  return g;
-}
+// causal_attention and causal_attention_backward, the attention core, are lesson 12's tasks
+// 1 and 2 (solutions/12_transformer/attention_forward.cpp, attention_backward.cpp).
 
 // ---- the module ------------------------------------------------------------------------------
 
@@ -78,7 +55,7 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   const Tensor v = split.view(2 * block, {B * H, T, D});
   // Step 2) every head attends over its own D values.
   Tensor probs;
-  const Tensor y = causal_attention(q, k, v, is_training() ? &probs : nullptr);
+  const Tensor y = causal_attention(q, k, v, is_training() && keep_probs_ ? &probs : nullptr);
   // Step 3) the heads side by side again, [B, T, H, D] = [B·T, C], and the output projection.
   const Tensor merged = permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, embd_});
   if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
@@ -93,7 +70,9 @@ Tensor CausalSelfAttention::backward(const Tensor& grad_out) {
   // The forward's steps in reverse: projection, heads apart, attention, heads together.
   const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
   const Tensor dy = permute(d_merged.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
-  const AttentionGrads g = causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
+  // A context saved without its probabilities (RecomputePolicy::attn) computes them again.
+  const AttentionGrads g = s.probs.defined() ? causal_attention_backward(dy, s.q, s.k, s.v, s.probs)
+                                             : backward_selective(dy, s);
   Tensor d_split = Tensor::empty({3, B, H, T, D}, grad_out.dtype(), grad_out.device());
   const std::int64_t block = B * H * T * D;
   for (int i = 0; i < 3; ++i) {

@@ -74,12 +74,22 @@ Block::Block(std::int64_t n_embd, std::int64_t n_head) {
 std::string Block::describe() const { return "Block"; }
 
 Tensor Block::forward(const Tensor& x) {
+  return policy_ == RecomputePolicy::full && is_training() ? forward_full(x) : forward_plain(x);
+}
+
+Tensor Block::backward(const Tensor& grad_out) {
+  // A forward under full kept its input here; every other forward kept the children's
+  // contexts.
+  return saved_inputs_.size() > 0 ? backward_full(grad_out) : backward_plain(grad_out);
+}
+
+Tensor Block::forward_plain(const Tensor& x) {
   // Pre-LayerNorm residual branches: each adds its output to what passes by.
   Tensor h = add(x, child_at(1)->forward(child_at(0)->forward(x)));
   return add(h, child_at(3)->forward(child_at(2)->forward(h)));
 }
 
-Tensor Block::backward(const Tensor& grad_out) {
+Tensor Block::backward_plain(const Tensor& grad_out) {
   // A residual sum sends its gradient both ways: straight through, and into the branch.
   Tensor dh = grad_out.clone();
   add_(dh, child_at(2)->backward(child_at(3)->backward(grad_out)));
@@ -88,7 +98,18 @@ Tensor Block::backward(const Tensor& grad_out) {
   return dx;
 }
 
-std::shared_ptr<Module> Block::clone() const { return std::shared_ptr<Block>(new Block(*this)); }
+void Block::set_recompute(RecomputePolicy policy) {
+  MGPU_CHECK(saved_forwards() == 0, describe(), ": set_recompute(", recompute_name(policy),
+             ") between a forward and its backward");
+  policy_ = policy;
+  static_cast<CausalSelfAttention&>(*child_at(1)).set_keep_probs(policy != RecomputePolicy::attn);
+}
+
+std::shared_ptr<Module> Block::clone() const {
+  auto copy = std::shared_ptr<Block>(new Block(*this));
+  copy->clear_saved();
+  return copy;
+}
 
 // ---- GPT ---------------------------------------------------------------------------------------
 

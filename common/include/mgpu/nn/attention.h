@@ -17,7 +17,8 @@
 namespace mgpu::nn {
 
 /// y = softmax(q kᵀ / √D, causal) v for q, k, v [BH, T, D] (one dtype and device); `probs`,
-/// when given, receives the [BH, T, T] probabilities the backward needs.
+/// when given, receives the [BH, T, T] probabilities the backward needs. Defined by lesson 12
+/// (task 1, attention_forward.cpp); the library compiles the reference.
 Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tensor* probs = nullptr);
 
 /// The gradients of causal_attention with respect to q, k and v.
@@ -27,13 +28,21 @@ struct AttentionGrads {
   Tensor dv;  ///< [BH, T, D]
 };
 /// The gradients of causal_attention from dL/dy and what the forward kept (its q, k, v and
-/// probabilities).
+/// probabilities). Defined by lesson 12 (task 2, attention_backward.cpp); the library
+/// compiles the reference.
 AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& probs);
 
+namespace detail {
+/// Throws, naming `op`, unless q, k and v are all [BH, T, D] of one dtype on one device.
+void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
+}  // namespace detail
+
 /// Children "c_attn" = Linear(C, 3C) (q, k and v side by side, nanoGPT's layout) and
 /// "c_proj" = Linear(C, C). Input and output [B, T, C]; C must be a multiple of n_head.
-/// In training mode keeps q, k, v and the probabilities: 3·B·T·C + B·n_head·T² values.
+/// In training mode keeps q, k, v and the probabilities: 3·B·T·C + B·n_head·T² values;
+/// without the probabilities (set_keep_probs(false), RecomputePolicy::attn) 3·B·T·C, the
+/// backward computing them again.
 class CausalSelfAttention : public Module {
  public:
   /// n_embd = C, split into n_head heads of C / n_head values each.
@@ -45,6 +54,12 @@ class CausalSelfAttention : public Module {
 
   /// The number of heads.
   std::int64_t n_head() const { return heads_; }
+  /// Whether a training forward keeps the [B·n_head, T, T] probabilities (true, the
+  /// default) or only q, k and v, the backward recomputing the probabilities (false:
+  /// selective recomputation, RecomputePolicy::attn). The results are the same bits.
+  void set_keep_probs(bool on) { keep_probs_ = on; }
+  /// See set_keep_probs().
+  bool keeps_probs() const { return keep_probs_; }
 
  protected:
   /// Copies everything (clone() then drops the saved contexts).
@@ -57,7 +72,11 @@ class CausalSelfAttention : public Module {
     Tensor q, k, v, probs;
     std::int64_t batch = 0, time = 0;
   };
+  // Lesson 12, task 3 (activation_recompute.cpp): the attention core's gradients from a
+  // context saved without its probabilities: they are computed again first.
+  AttentionGrads backward_selective(const Tensor& grad_y, const Saved& s);
   std::int64_t embd_, heads_;
+  bool keep_probs_ = true;
   SavedContexts<Saved> saved_;
 };
 

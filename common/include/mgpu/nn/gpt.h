@@ -13,6 +13,7 @@
 #include "mgpu/nn/embedding.h"
 #include "mgpu/nn/layernorm.h"
 #include "mgpu/nn/module.h"
+#include "mgpu/nn/recompute.h"
 
 namespace mgpu::nn {
 
@@ -54,6 +55,8 @@ class MLP : public Module {
 };
 
 /// x + attn(ln_1(x)), then h + mlp(ln_2(h)): children "ln_1", "attn", "ln_2", "mlp".
+/// Under RecomputePolicy::full a training forward keeps only the block's input and the
+/// backward runs the forward again before backpropagating it (activation recomputation).
 class Block : public Module {
  public:
   /// C = n_embd, n_head attention heads.
@@ -62,10 +65,28 @@ class Block : public Module {
   Tensor backward(const Tensor& grad_out) override;
   std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
+  /// What a training forward keeps (see recompute.h): none keeps every child's context,
+  /// full only the block's input, attn all but attention's probabilities.
+  void set_recompute(RecomputePolicy policy);
+  /// See set_recompute().
+  RecomputePolicy recompute() const { return policy_; }
 
  protected:
-  /// Copies everything (clone() uses it; the children are deep-copied).
+  /// Copies everything (clone() then drops the saved contexts).
   Block(const Block&) = default;
+  void clear_saved_self() override { saved_inputs_.clear(); }
+  std::size_t saved_self() const override { return saved_inputs_.size(); }
+
+ private:
+  // The two residual branches, each child keeping its own context in training mode.
+  Tensor forward_plain(const Tensor& x);
+  Tensor backward_plain(const Tensor& grad_out);
+  // Lesson 12, task 3 (activation_recompute.cpp): the forward and backward under
+  // RecomputePolicy::full, with saved_inputs_ holding each forward's input.
+  Tensor forward_full(const Tensor& x);
+  Tensor backward_full(const Tensor& grad_out);
+  RecomputePolicy policy_ = RecomputePolicy::none;
+  SavedContexts<Tensor> saved_inputs_;
 };
 
 /// ids [B, T] (i64, T <= block_size) -> logits [B, T, vocab_size]. Children

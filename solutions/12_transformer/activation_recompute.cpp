@@ -1,0 +1,60 @@
+// Task 3: activation recomputation. A block under RecomputePolicy::full keeps only its
+// input and runs its forward a second time, just before its backward; attention under
+// RecomputePolicy::attn keeps q, k and v and computes its [B·n_head, T, T] probabilities
+// again in backward. The results are the same bits as with everything kept.
+#include "mgpu/nn/gpt.h"
+
+namespace mgpu::nn {
+
+Tensor Block::forward_full(const Tensor& x) {
+  // What you have: x (the block's input, [B, T, C]); forward_plain(x) (both residual
+  // branches; each child keeps its context when it is in training mode);
+  // children() (each child's local name and its std::shared_ptr<Module>); Module::train(on)
+  // and eval() (a child in eval mode keeps nothing); saved_inputs_.push(describe(), t) (a
+  // SavedContexts<Tensor>, popped by backward_full).
+  // TODO(task3) BEGIN: chapter §5, task 3, full: the block's output, the same bits as
+  // forward_plain(x) gives, while no child keeps anything for backward (after it,
+  // saved_forwards() of every child is what it was before); the block keeps x instead, one
+  // tensor per forward, and leaves every child in training mode (about 8 lines).
+  // The forward as PyTorch's checkpoint runs it under no_grad: the children keep nothing.
+  for (const auto& child : children()) child.second->eval();
+  Tensor y;
+  try {
+    y = forward_plain(x);
+  } catch (...) {
+    for (const auto& child : children()) child.second->train();
+    throw;
+  }
+  for (const auto& child : children()) child.second->train();
+  saved_inputs_.push(describe(), x);
+  return y;
+  // TODO(task3) END
+}
+
+Tensor Block::backward_full(const Tensor& grad_out) {
+  // What you have: grad_out (dL/d(output), [B, T, C]); saved_inputs_.pop(describe()) (the
+  // input forward_full kept); forward_plain(x) (in training mode every child keeps its
+  // context); backward_plain(grad_out) (the children's backward, from their contexts).
+  // TODO(task3) BEGIN: chapter §5, task 3, full: dL/dx and every parameter gradient of the
+  // block, the same bits as without recomputation; nothing of this forward stays kept
+  // when it returns (about 3 lines).
+  // The forward again, this time keeping every context, and at once its backward.
+  forward_plain(saved_inputs_.pop(describe()));
+  return backward_plain(grad_out);
+  // TODO(task3) END
+}
+
+AttentionGrads CausalSelfAttention::backward_selective(const Tensor& grad_y, const Saved& s) {
+  // What you have: grad_y (dL/dy of the attention core, [BH, T, D]); s.q, s.k, s.v (what
+  // the forward kept; s.probs is undefined under attn); causal_attention(q, k, v, &probs)
+  // (task 1); causal_attention_backward(grad_y, q, k, v, probs) (task 2).
+  // TODO(task3) BEGIN: chapter §5, task 3, attn (selective recomputation): the gradients
+  // of q, k and v, the same bits as when the forward kept its probabilities; the
+  // probabilities live only while this function runs (about 3 lines).
+  Tensor probs;
+  causal_attention(s.q, s.k, s.v, &probs);  // the same operations on the same values
+  return causal_attention_backward(grad_y, s.q, s.k, s.v, probs);
+  // TODO(task3) END
+}
+
+}  // namespace mgpu::nn
