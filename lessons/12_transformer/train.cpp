@@ -1,0 +1,177 @@
+// train: lesson 12's program. Trains gpt-tiny (4 layers, 4 heads, C = 128, T = 128) on
+// Shakespeare's characters with AdamW, reports the validation loss on the corpus's last 10%,
+// and writes a few lines in the style it learnt. Your attention (tasks 1 and 2) and your
+// recomputation (task 3) run in build/lessons/; the reference in build/solutions/.
+//
+//   build/solutions/12_transformer/train --steps 2000 --sample 500          (the chapter's run)
+//   build/solutions/12_transformer/train --data synthetic --steps 200        (no download)
+//   build/solutions/12_transformer/train --recompute full --steps 20         (memory per step)
+//   ... --checkpoint-dir /tmp/gpt --save-every 500, later the same with --resume auto
+#include <algorithm>
+#include <cstdio>
+#include <memory>
+#include <string>
+
+#include "mgpu/allocator.h"
+#include "mgpu/app/app.h"
+#include "mgpu/dist/dist.h"
+#include "mgpu/nn/gpt.h"
+#include "mgpu/nn/init.h"
+#include "mgpu/nn/recompute.h"
+#include "mgpu/optim/adamw.h"
+#include "mgpu/threads.h"
+#include "train_report.h"
+
+namespace {
+
+using namespace mgpu;
+namespace l12 = mgpu::lesson12;
+
+int train(const l12::GptFlags& f) {
+  // Step 0) the device, the threads, and a CPU group for the checkpoints' collective save.
+  if (f.threads > 0) set_num_threads(f.threads);
+  const Device device = Device::parse(f.device);
+  std::shared_ptr<dist::ProcessGroup> group = app::quiet_cpu_group();
+  const double start_s = app::now_s();
+  app::Trace trace;
+  if (!f.trace.empty()) trace.open(f.trace, start_s);
+  l12::GptMetrics metrics(f.metrics);
+
+  // Step 1) the text: characters to ids, the first 90% to train on, the last 10% to
+  // validate; batches are random windows of seq + 1 tokens (batch k depends on k alone).
+  const data::TextCorpus corpus = l12::open_corpus(f.data, f.seed);
+  const data::TextLoader train_loader(corpus.train, f.batch, f.seq, f.seed, device);
+  const data::TextLoader val_loader(corpus.validation, f.batch, f.seq, f.seed + 1, device);
+  std::printf("lesson 12: gpt-tiny on %s, %s, %d thread(s)\n", corpus.source.c_str(),
+              device.str().c_str(), num_threads());
+  std::printf("data: %zu training and %zu validation tokens, %lld characters in the vocabulary\n",
+              corpus.train.size(), corpus.validation.size(),
+              static_cast<long long>(corpus.tokenizer.vocab_size()));
+
+  // Step 2) the model (your attention inside), AdamW, and what each block keeps.
+  nn::manual_seed(f.seed);
+  nn::GPT model(nn::GPTConfig::tiny(corpus.tokenizer.vocab_size()));
+  model.to(device);
+  const nn::RecomputePolicy policy = nn::parse_recompute(f.recompute);
+  nn::set_recompute(model, policy);
+  optim::AdamW optimizer(model.parameters(),
+                         {f.lr, f.betas.first, f.betas.second, 1e-8, f.weight_decay});
+  nn::CrossEntropyLoss loss_fn;
+  app::TracedModule traced_model(model, trace, device);
+  app::TracedOptimizer traced_optimizer(optimizer, trace, device);
+  const bool bf16 = f.precision == "bf16";
+  std::printf("model: gpt-tiny (%s), %lld parameters; %s; recompute %s; GEMMs in %s\n",
+              model.config().str().c_str(), static_cast<long long>(model.num_parameters()),
+              optimizer.describe().c_str(), nn::recompute_name(policy), f.precision.c_str());
+  std::printf("batch: %lld sequences of %lld tokens (%lld tokens per step); %lld steps, lr %g "
+              "after %lld warm-up steps, cosine to %g\n",
+              static_cast<long long>(f.batch), static_cast<long long>(f.seq),
+              static_cast<long long>(f.batch * f.seq), static_cast<long long>(f.steps), f.lr,
+              static_cast<long long>(f.warmup), f.lr * f.min_lr_share);
+
+  // Step 3) resume (lesson 07's checkpoints), and --export's initial weights.
+  l12::LossWindow window;
+  const std::int64_t first_step = l12::resume_run(*group, f, model, optimizer, device, window);
+  l12::Export exported(f, model);
+
+  app::ProgressLine progress;
+  progress.start_epoch(0, 1, f.steps);
+  const double base_bytes = static_cast<double>(memory_stats(device).allocated);
+  double peak_step_bytes = 0, train_s = 0, val_loss = 0;
+  std::int64_t trained_steps = 0;
+  for (std::int64_t step = first_step; step < f.steps; ++step) {
+    const double t0 = app::now_s();
+    const double lr = l12::learning_rate(f, step);
+    optimizer.set_lr(lr);
+    // Step 4) the batch: inputs and the same tokens shifted by one.
+    const data::TextBatch b = train_loader.batch(step);
+    reset_peak_memory(device);
+    const double step_base = static_cast<double>(memory_stats(device).allocated);
+    // Step 5) forward (in bf16 GEMMs for --precision bf16), the loss over every position,
+    // backward, AdamW.
+    optimizer.zero_grad();
+    const Tensor logits = l12::forward(traced_model, b.inputs, bf16);
+    const std::int64_t rows = b.inputs.numel(), vocab = logits.size(2);
+    const double loss =
+        loss_fn.forward(logits.reshape({rows, vocab}), b.targets.reshape({rows})).item();
+    traced_model.backward(loss_fn.backward().reshape(logits.shape()));
+    traced_optimizer.step();
+    synchronize(device);
+    if (step > first_step)  // the first step allocates AdamW's state
+      peak_step_bytes = std::max(
+          peak_step_bytes, static_cast<double>(memory_stats(device).peak_allocated) - step_base);
+    train_s += app::now_s() - t0;
+    ++trained_steps;
+    exported.record(step, b, lr, loss);
+    window.sum += loss;
+    ++window.count;
+    const double seq_per_s = static_cast<double>(trained_steps * f.batch) / train_s;
+    progress.update(step + 1, window.sum / static_cast<double>(window.count), seq_per_s,
+                    static_cast<double>(f.steps - step - 1) * train_s / static_cast<double>(trained_steps));
+    // Step 6) every --eval-every steps and at the end: the validation loss.
+    const bool last = step + 1 == f.steps;
+    if (last || (f.eval_every > 0 && (step + 1) % f.eval_every == 0)) {
+      progress.clear();
+      const double e0 = app::now_s();
+      val_loss = l12::validation_loss(model, val_loader, f.eval_batches, bf16);
+      trace.span("compute", "evaluate", e0, app::now_s());
+      const double train_loss = window.close();
+      const double tokens_per_s = seq_per_s * static_cast<double>(f.seq);
+      const double step_ms = 1e3 * train_s / static_cast<double>(trained_steps);
+      std::printf("step %lld/%lld: lr=%.3g train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f "
+                  "step_ms=%.1f time_s=%.1f\n",
+                  static_cast<long long>(step + 1), static_cast<long long>(f.steps), lr,
+                  train_loss, val_loss, tokens_per_s, step_ms, app::now_s() - start_s);
+      std::fflush(stdout);
+      metrics.write({{"step", static_cast<double>(step + 1)}, {"lr", lr},
+                     {"train_loss", train_loss}, {"val_loss", val_loss},
+                     {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
+                     {"time_s", app::now_s() - start_s}});
+    }
+    // Step 7) a checkpoint every --save-every steps, and at the end.
+    if (!f.ck.dir.empty() && (last || (f.ck.save_every > 0 && (step + 1) % f.ck.save_every == 0)))
+      dist::log0("checkpoint: ", l12::save_run(*group, f, model, optimizer, step + 1, window),
+                 " (step ", step + 1, ")");
+  }
+  progress.clear();
+  if (trained_steps == 0) val_loss = l12::validation_loss(model, val_loader, f.eval_batches, bf16);
+  exported.write();
+
+  // Step 8) what a step held beyond the weights, gradients and AdamW's state, and a sample.
+  const double held = static_cast<double>(memory_stats(device).allocated) - base_bytes;
+  if (trained_steps >= 2)
+    std::printf("memory: a step peaks %s above the %s held between steps (recompute %s; "
+                "weights, gradients, AdamW's state)\n",
+                app::mib(peak_step_bytes).c_str(), app::mib(base_bytes + held).c_str(),
+                nn::recompute_name(policy));
+  else
+    std::printf("memory: a step's peak is measured from the second step on (%lld step(s) run)\n",
+                static_cast<long long>(trained_steps));
+  if (f.sample > 0) {
+    const double s0 = app::now_s();
+    const std::string text = l12::sample_text(model, corpus.tokenizer, f.sample, f.temperature,
+                                              f.seed, device, bf16);
+    trace.span("compute", "sample", s0, app::now_s());
+    std::printf("sample (%lld characters, temperature %g, seed %llu):\n%s\n",
+                static_cast<long long>(f.sample), f.temperature,
+                static_cast<unsigned long long>(f.seed), text.c_str());
+  }
+  trace.write();
+  const double tokens_per_s =
+      train_s > 0 ? static_cast<double>(trained_steps * f.batch * f.seq) / train_s : 0.0;
+  std::printf("final: val_loss=%.4f train_loss=%.4f tokens_per_s=%.0f time_s=%.1f\n", val_loss,
+              window.last_mean, tokens_per_s, app::now_s() - start_s);
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  l12::GptFlags f;
+  CLI::App cli{"Lesson 12: train gpt-tiny on Shakespeare's characters (AdamW, validation on "
+               "the last 10%), then generate text with --sample N."};
+  l12::add_gpt_flags(cli, f);
+  MGPU_PARSE_FLAGS(cli, argc, argv);
+  if (!app::checkpoint_flags_ok(f.ck)) return 1;
+  return app::run_distributed(&argc, &argv, [&] { return train(f); });
+}
