@@ -5,7 +5,7 @@
 //
 //   mpirun -np 4 build/solutions/04_collectives/bench_allreduce --max-size 64M
 //   mpirun -np 2 build/lessons/04_collectives/bench_allreduce --device cuda --backend mpi
-//   build/solutions/04_collectives/bench_allreduce            (a world of 1: nothing to time)
+//   build/solutions/04_collectives/bench_allreduce            (a world of 1: refused, nothing to time)
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -93,6 +93,46 @@ Tensor rank_data(std::int64_t count, int rank, const Device& dev) {
   return Tensor::from_vector(v, {count}, dev);
 }
 
+// Bytes of memory the machine has available now (Linux: MemAvailable), or -1 if unknown.
+std::int64_t host_memory_available() {
+  std::ifstream meminfo("/proc/meminfo");
+  std::string key;
+  for (std::int64_t kib = 0; meminfo >> key >> kib;) {
+    if (key == "MemAvailable:") return kib * 1024;
+    meminfo.ignore(256, '\n');
+  }
+  return -1;
+}
+
+std::string gib(double bytes) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.1f GiB", bytes / double(std::int64_t(1) << 30));
+  return text;
+}
+
+// The largest message must fit: each rank holds about kHostCopies copies of it in host
+// memory (the two correctness tensors, their host copies, the timed tensor; the device ones
+// on the GPU), the node's ranks together. Refused here with the sizes instead of a
+// std::bad_alloc (or the kernel's OOM killer) part way through the table.
+constexpr int kHostCopies = 5, kDeviceCopies = 3;
+void check_memory(std::int64_t max_bytes, const std::string& max_flag, const Device& dev) {
+  const int ranks = dist::local_world_size();
+  const double host_need = double(kHostCopies) * double(max_bytes) * ranks;
+  const std::int64_t host_have = host_memory_available();
+  MGPU_CHECK(host_have < 0 || host_need <= double(host_have), "the largest message, ",
+             max_flag, " (", max_bytes, " bytes), needs about ", gib(host_need),
+             " of host memory (", kHostCopies, " copies on each of this node's ", ranks,
+             " rank(s)) but ", gib(double(host_have)),
+             " is available; give a smaller --max-size (or --min-size)");
+  if (!dev.is_cuda()) return;
+  const double device_need = double(kDeviceCopies) * double(max_bytes);
+  const double device_have = double(mgpu::device_properties(dev).total_memory);
+  MGPU_CHECK(device_need <= device_have, "the largest message, ", max_flag, " (", max_bytes,
+             " bytes), needs about ", gib(device_need), " of GPU memory (", kDeviceCopies,
+             " copies) but ", dev.str(), " has ", gib(device_have),
+             " in all; give a smaller --max-size (or --min-size)");
+}
+
 struct Row {
   std::int64_t bytes = 0, count = 0;
   double ring_s = 0, lib_s = 0;
@@ -132,14 +172,14 @@ int main(int argc, char** argv) {
     std::vector<std::int64_t> sizes{min_bytes};  // grown without passing max (no overflow)
     while (sizes.back() <= max_bytes / opt.factor) sizes.push_back(sizes.back() * opt.factor);
     const Device dev = dist::rank_device(opt.device);
+    check_memory(sizes.back(), sizes.back() == min_bytes ? "--min-size " + opt.min_size
+                                                         : "--max-size " + opt.max_size, dev);
     auto ctl = mgpu::app::quiet_cpu_group();  // the clock's barrier and max
     auto pg = dist::new_group(opt.backend, dev);               // the one being measured
     const int p = pg->size(), r = pg->rank();
-    if (p == 1) {
-      dist::log0("bench_allreduce: a world of 1 rank has nothing to communicate; start it with "
-                 "mpirun -np 2 (or more)");
-      return 0;
-    }
+    // A usage error like a wrong flag: nothing was measured, so the exit status says so.
+    MGPU_CHECK(p > 1, "a world of 1 rank has nothing to communicate; start it with "
+               "tools/mpirun -np 2 (or more)");
     // The CSV file is opened before the run: a bad path costs nothing.
     std::ofstream csv;
     if (!opt.csv.empty() && r == 0) {
@@ -293,7 +333,13 @@ int main(int argc, char** argv) {
     }
     return total_wrong == 0 ? 0 : 1;
   } catch (const std::exception& e) {
-    // One rank alone may have failed; ending the job keeps the others from waiting.
-    dist::abort_job(std::string("bench_allreduce: ") + e.what());
+    // Every rank failing alike (a flag, the memory check): one line and a clean exit.
+    const std::string reason = std::string("bench_allreduce: ") + e.what();
+    if (dist::failing_alike_everywhere(reason)) {
+      dist::log0("error: ", e.what());
+      return 1;
+    }
+    // One rank alone failed; ending the job keeps the others from waiting.
+    dist::abort_job(reason);
   }
 }

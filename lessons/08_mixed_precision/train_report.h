@@ -35,11 +35,36 @@ inline void add_amp_flags(CLI::App& cli, AmpFlags& f) {
       ->check(CLI::IsMember({"fp32", "bf16", "fp16"}))->capture_default_str();
   cli.add_flag("--no-loss-scaling", f.no_loss_scaling,
                "fp16 without GradScaler (to see what underflow costs without it)");
-  cli.add_option("--init-scale", f.init_scale, "GradScaler's first scale")
-      ->check(app::real_in(1e-30, 3.4e38))->capture_default_str();
-  cli.add_option("--growth-interval", f.growth_interval,
-                 "clean steps in a row before the scale doubles")
-      ->check(app::positive_integer())->capture_default_str();
+  CLI::Option* init_scale =
+      cli.add_option("--init-scale", f.init_scale, "GradScaler's first scale (fp16 only)")
+          ->check(app::real_in(1e-30, 3.4e38))->capture_default_str();
+  CLI::Option* growth =
+      cli.add_option("--growth-interval", f.growth_interval,
+                     "clean steps in a row before the scale doubles (fp16 only)")
+          ->check(app::positive_integer())->capture_default_str();
+  // The scaler's flags where no scaler runs would be ignored: refused instead. bf16 keeps
+  // fp32's exponent range, so its gradients do not underflow and PyTorch's AMP recipe uses
+  // no GradScaler with it.
+  cli.final_callback([&f, init_scale, growth] {
+    for (const CLI::Option* o : {init_scale, growth}) {
+      if (o->count() == 0) continue;
+      std::string why;
+      if (f.precision == "bf16")
+        why = "loss scaling is off with --precision bf16: bf16 has fp32's exponent range, so "
+              "gradients do not underflow and need no loss scaling (as in PyTorch, where "
+              "GradScaler is for float16)";
+      else if (f.precision == "fp32")
+        why = "loss scaling is off with --precision fp32 (it is for fp16's narrow range)";
+      else if (f.no_loss_scaling)
+        why = "--no-loss-scaling turns the scaler off";
+      if (!why.empty())
+        throw CLI::ValidationError(
+            o->get_name(), why + "; drop " + o->get_name() +
+                               (f.no_loss_scaling && f.precision == "fp16"
+                                    ? " or --no-loss-scaling"
+                                    : " or use --precision fp16"));
+    }
+  });
   cli.add_option("--scale-log", f.scale_log,
                  "JSON lines of the loss scale's changes and skipped steps (plot_scale.py)");
   app::add_checkpoint_flags(cli, f.ck);

@@ -14,7 +14,9 @@
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
+#include <cerrno>
 #include <cmath>
+#include <cstdlib>
 #include <cstdio>
 #include <fstream>
 #include <sstream>
@@ -40,14 +42,23 @@ struct Options {
   std::int64_t batch = 0, global_batch = 0;
 };
 
+constexpr long long kMaxRanks = 1 << 20;
+
+// "1,2,3,4" -> {1, 2, 3, 4}; each a whole number from 1 to kMaxRanks, at least one.
 std::vector<int> parse_ranks(const std::string& text) {
   std::vector<int> out;
   std::stringstream in(text);
   for (std::string item; std::getline(in, item, ',');) {
-    const int n = std::atoi(item.c_str());
-    MGPU_CHECK(n >= 1, "--ranks: '", item, "' is not a rank count (use e.g. 1,2,3,4)");
-    out.push_back(n);
+    char* end = nullptr;
+    errno = 0;
+    const long long n = std::strtoll(item.c_str(), &end, 10);
+    MGPU_CHECK(!item.empty() && errno == 0 && end == item.c_str() + item.size() && n >= 1 &&
+                   n <= kMaxRanks,
+               "--ranks: '", item, "' is not a rank count from 1 to ", kMaxRanks,
+               " (use e.g. 1,2,3,4)");
+    out.push_back(static_cast<int>(n));
   }
+  MGPU_CHECK(!out.empty(), "--ranks: '", text, "' names no rank count (use e.g. 1,2,3,4)");
   return out;
 }
 
@@ -74,12 +85,14 @@ void predict_here(const Options& o, const AlphaBeta& link, const Workload& w,
   std::printf("\n");
   std::printf("%5s %7s %9s %8s %9s %9s %11s %7s %10s %7s %7s\n", "ranks", "batch", "compute",
               "comm", "exposed", "step", "samples/s", "E(N)", "measured", "E meas", "error");
-  double one_rank_step = 0, one_rank_measured = 0;
+  // E(N) is against one rank's predicted step, whether or not --ranks lists 1.
+  const double one_rank_step =
+      predict_step(sharing(w, 1, o.devices), strong ? o.global_batch : batch, 1, link).step_s;
+  double one_rank_measured = 0;
   for (int n : parse_ranks(o.ranks)) {
     const std::int64_t b = strong ? o.global_batch / n : batch;
     MGPU_CHECK(b >= 1, "--global-batch ", o.global_batch, " gives no sample per rank at ", n, " ranks");
     const StepPrediction p = predict_step(sharing(w, n, o.devices), b, n, link);
-    if (n == 1) one_rank_step = p.step_s;
     const Run one{1, strong ? o.global_batch : batch, one_rank_step};
     const double eff = one_rank_step > 0 ? scaling_efficiency(one, {n, b * n, p.step_s}) : NAN;
     const MeasuredRun* m = find_run(measured, strong ? "strong" : "weak", n, b);
@@ -140,6 +153,12 @@ void predict_hardware(const std::string& path, const Workload* measured_cnn) {
 }
 
 int run(const Options& o) {
+  parse_ranks(o.ranks);  // a wrong list is refused before any file is read
+  MGPU_CHECK(o.batch == 0 || o.global_batch == 0, "--batch ", o.batch, " and --global-batch ",
+             o.global_batch, " exclude each other: --batch is weak scaling's samples per rank, "
+             "--global-batch strong scaling's samples per step in all; give one");
+  MGPU_CHECK((o.alpha_us < 0) == (o.beta_ns < 0), "--alpha-us and --beta-ns go together: a link "
+             "by hand needs both (e.g. --alpha-us 500 --beta-ns 8)");
   MGPU_CHECK(!o.workload.empty(), "--workload: give the --breakdown file of a one-rank run of "
              "lesson 09's train (its compute and buckets feed the model)");
   std::int64_t batch = 0;
@@ -189,15 +208,19 @@ int main(int argc, char** argv) {
                  "are fitted to its library all_reduce times");
   app.add_option("--allreduce-ranks", o.allreduce_ranks, "ranks the CSV was measured with")
       ->check(CLI::Range(2, 1 << 20))->capture_default_str();
-  app.add_option("--alpha-us", o.alpha_us, "or: alpha by hand, microseconds per message");
-  app.add_option("--beta-ns", o.beta_ns, "and beta by hand, nanoseconds per byte");
+  app.add_option("--alpha-us", o.alpha_us, "or: alpha by hand, microseconds per message")
+      ->check(mgpu::app::non_negative_real());
+  app.add_option("--beta-ns", o.beta_ns, "and beta by hand, nanoseconds per byte")
+      ->check(mgpu::app::non_negative_real());
   app.add_option("--devices", o.devices, "the ranks share this many devices' worth of compute "
                  "(e.g. cores): each rank computes max(1, N/D) times slower (0: a device per rank)")
       ->check(mgpu::app::non_negative_real());
   app.add_option("--ranks", o.ranks, "rank counts to predict, comma-separated")->capture_default_str();
-  app.add_option("--batch", o.batch, "samples per rank (default: the workload's)");
+  app.add_option("--batch", o.batch, "samples per rank (default: the workload's)")
+      ->check(mgpu::app::positive_integer(std::int64_t{1} << 40));
   app.add_option("--global-batch", o.global_batch, "strong scaling: this many samples per step "
-                 "in all, split over the ranks");
+                 "in all, split over the ranks")
+      ->check(mgpu::app::positive_integer(std::int64_t{1} << 40));
   app.add_option("--measured", o.measured, "JSON lines of measured runs (mode, world_size, "
                  "batch_per_rank, step_ms) to compare with");
   app.add_option("--hardware", o.hardware, "the what-if table (lessons/09_time_cost/hardware.json)");

@@ -23,8 +23,18 @@ void add_shard_flags(CLI::App& cli, ShardFlags& f) {
       ->check(app::non_negative_real())->capture_default_str();
   cli.add_flag("--no-prefetch", f.no_prefetch,
                "start a unit's all-gather only when the unit is reached");
-  cli.add_flag("--gradient-as-bucket-view", f.bucket_view,
-               "--zero 0 only: DDP's gradients are views of its buckets (no separate copy)");
+  CLI::Option* bucket_view = cli.add_flag(
+      "--gradient-as-bucket-view", f.bucket_view,
+      "--zero 0 only: DDP's gradients are views of its buckets (no separate copy)");
+  // ZeRO has no DDP buckets: the flag would change nothing there, so it is refused.
+  cli.final_callback([&f, bucket_view] {
+    if (bucket_view->count() > 0 && f.zero != 0)
+      throw CLI::ValidationError(
+          "--gradient-as-bucket-view", "DDP's option, for --zero 0 only; --zero " +
+                                           std::to_string(f.zero) + " shards the gradients "
+                                           "into units, not DDP buckets, so it would change "
+                                           "nothing: drop it or use --zero 0");
+  });
 }
 
 DType compute_dtype(const std::string& precision) {

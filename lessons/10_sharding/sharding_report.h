@@ -27,7 +27,8 @@ struct ShardFlags {
   bool no_prefetch = false;       ///< gather a unit only when it is reached
   bool bucket_view = false;       ///< DDP's gradient_as_bucket_view
 };
-/// Adds --zero, --precision, --unit-cap-mb, --no-prefetch, --gradient-as-bucket-view.
+/// Adds --zero, --precision, --unit-cap-mb, --no-prefetch, --gradient-as-bucket-view;
+/// parsing refuses --gradient-as-bucket-view with a --zero other than 0 (one line).
 void add_shard_flags(CLI::App& cli, ShardFlags& f);
 /// The dtype --precision names.
 DType compute_dtype(const std::string& precision);

@@ -7,6 +7,7 @@
 #include <cstdlib>
 #include <functional>
 #include <sstream>
+#include <vector>
 
 #include "mgpu/data/dataset.h"
 #include "mgpu/nn/models.h"
@@ -172,8 +173,57 @@ bool checkpoint_flags_ok(const CheckpointFlags& ck) {
   return true;
 }
 
+namespace {
+
+// A word of the command line that is a flag, not a value: it starts with '-' and is not a
+// number ("-0.5" is a value).
+bool is_flag_word(const std::string& word) {
+  if (word.size() < 2 || word[0] != '-') return false;
+  double unused = 0;
+  return !parse_real(word, unused) && word != "-inf" && word != "-nan";
+}
+
+// A flag that takes several values (--betas B1 B2) given fewer: CLI11 would take the next
+// flag's name as the missing value ("got '--train-samples'"). Says how many it takes and
+// what it got instead, for every multi-value flag of `cli`.
+void check_value_counts(CLI::App& cli, int argc, char** argv) {
+  for (int i = 1; i < argc; ++i) {
+    const std::string word = argv[i];
+    if (word == "--") return;
+    if (!is_flag_word(word)) continue;
+    const std::size_t eq = word.find('=');
+    const std::string name = word.substr(0, eq);
+    const CLI::Option* opt = cli.get_option_no_throw(name);
+    if (!opt || opt->get_items_expected_min() < 2) continue;
+    const int needed = opt->get_items_expected_min();
+    std::vector<std::string> given;
+    if (eq != std::string::npos) {
+      given.push_back(word.substr(eq + 1));
+    } else {
+      for (int j = i + 1; j < argc && static_cast<int>(given.size()) < needed; ++j) {
+        if (is_flag_word(argv[j]) || std::string(argv[j]) == "--") break;
+        given.push_back(argv[j]);
+      }
+    }
+    if (static_cast<int>(given.size()) >= needed) continue;
+    std::string got;
+    for (const std::string& g : given) got += (got.empty() ? "'" : " '") + g + "'";
+    std::string example = opt->get_default_str();
+    std::ostringstream os;
+    os << name << ": takes " << needed << " values separated by spaces";
+    if (!example.empty()) os << " (e.g. " << name << " " << example << ")";
+    os << ", got " << given.size() << (given.empty() ? "" : ": " + got);
+    if (i + 1 + static_cast<int>(given.size()) < argc && eq == std::string::npos)
+      os << " before " << argv[i + 1 + given.size()];
+    throw CLI::ArgumentMismatch(os.str());
+  }
+}
+
+}  // namespace
+
 int parse_flags(CLI::App& cli, int argc, char** argv) {
   try {
+    check_value_counts(cli, argc, argv);
     cli.parse(argc, argv);
     return -1;
   } catch (const CLI::ParseError& e) {
