@@ -8,14 +8,14 @@ namespace mgpu::nn {
 
 Tensor Block::forward_full(const Tensor& x) {
   // What you have: x (the block's input, [B, T, C]); forward_plain(x) (both residual
-  // branches; each child keeps its context when it is in training mode);
-  // children() (each child's local name and its std::shared_ptr<Module>); Module::train(on)
-  // and eval() (a child in eval mode keeps nothing); saved_inputs_.push(describe(), t) (a
-  // SavedContexts<Tensor>, popped by backward_full).
+  // branches; each child keeps its context when it is in training mode); children() (each
+  // child's local name and its std::shared_ptr<Module>); Module::train() and eval() (a
+  // child in eval mode keeps nothing; a Block's children compute the same either way);
+  // keep_input(x) (keeps x, and the autocast region it ran in, for forward_kept()).
   // TODO(task3) BEGIN: chapter §5, task 3, full: the block's output, the same bits as
-  // forward_plain(x) gives, while no child keeps anything for backward (after it,
-  // saved_forwards() of every child is what it was before); the block keeps x instead, one
-  // tensor per forward, and leaves every child in training mode (about 8 lines).
+  // forward_plain(x) gives, while no child keeps anything for backward (every child's
+  // saved_forwards() is what it was before); the block keeps x instead, one per forward,
+  // and leaves every child in training mode, even when a child throws (about 8 lines).
   // The forward as PyTorch's checkpoint runs it under no_grad: the children keep nothing.
   for (const auto& child : children()) child.second->eval();
   Tensor y;
@@ -26,20 +26,21 @@ Tensor Block::forward_full(const Tensor& x) {
     throw;
   }
   for (const auto& child : children()) child.second->train();
-  saved_inputs_.push(describe(), x);
+  keep_input(x);
   return y;
   // TODO(task3) END
 }
 
 Tensor Block::backward_full(const Tensor& grad_out) {
-  // What you have: grad_out (dL/d(output), [B, T, C]); saved_inputs_.pop(describe()) (the
-  // input forward_full kept); forward_plain(x) (in training mode every child keeps its
-  // context); backward_plain(grad_out) (the children's backward, from their contexts).
+  // What you have: grad_out (dL/d(output), [B, T, C]); forward_kept() (takes back the
+  // newest input keep_input() kept and runs forward_plain on it again, in its autocast
+  // region: in training mode every child keeps its context); backward_plain(grad_out) (the
+  // children's backward, from their contexts, newest first).
   // TODO(task3) BEGIN: chapter §5, task 3, full: dL/dx and every parameter gradient of the
   // block, the same bits as without recomputation; nothing of this forward stays kept
-  // when it returns (about 3 lines).
+  // when it returns (about 2 lines).
   // The forward again, this time keeping every context, and at once its backward.
-  forward_plain(saved_inputs_.pop(describe()));
+  forward_kept();
   return backward_plain(grad_out);
   // TODO(task3) END
 }

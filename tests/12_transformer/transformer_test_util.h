@@ -17,6 +17,7 @@
 
 #include "error_measures.h"
 #include "mgpu/allocator.h"
+#include "mgpu/nn/autocast.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/rng.h"
@@ -147,7 +148,9 @@ inline Tensor token_ids(std::int64_t B, std::int64_t T, std::int64_t vocab, unsi
 
 /// One training step's forward and backward of next-token cross-entropy (targets: the ids
 /// shifted by one, the last wrapped); gradients added to the model's. Returns the loss.
-inline double loss_and_grads(nn::GPT& model, const Tensor& ids) {
+/// With `autocast` f16 or bf16 the forward runs in an autocast region (its GEMMs in 16
+/// bits) and the loss and backward after it, as lesson 08 does.
+inline double loss_and_grads(nn::GPT& model, const Tensor& ids, DType autocast = DType::f32) {
   const std::int64_t B = ids.size(0), T = ids.size(1), V = model.config().vocab_size;
   const std::vector<std::int64_t> v = ids.to_vector<std::int64_t>();
   std::vector<std::int64_t> next(v.size());
@@ -155,7 +158,13 @@ inline double loss_and_grads(nn::GPT& model, const Tensor& ids) {
     for (std::int64_t t = 0; t < T; ++t)
       next[static_cast<std::size_t>(b * T + t)] = v[static_cast<std::size_t>(b * T + (t + 1) % T)];
   const Tensor targets = Tensor::from_vector(next, {B * T});
-  const Tensor logits = model.forward(ids);
+  Tensor logits;
+  if (autocast == DType::f32) {
+    logits = model.forward(ids);
+  } else {
+    amp::Autocast region(autocast);
+    logits = model.forward(ids);
+  }
   Tensor probs;
   const Tensor loss = softmax_cross_entropy(logits.reshape({B * T, V}), targets, &probs);
   model.backward(softmax_cross_entropy_backward(probs, targets).reshape({B, T, V}));

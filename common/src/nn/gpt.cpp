@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "mgpu/nn/activation.h"
+#include "mgpu/nn/autocast.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/nn/linear.h"
 #include "mgpu/ops.h"
@@ -96,6 +97,20 @@ Tensor Block::backward_plain(const Tensor& grad_out) {
   Tensor dx = dh.clone();
   add_(dx, child_at(0)->backward(child_at(1)->backward(dh)));
   return dx;
+}
+
+void Block::keep_input(const Tensor& x) {
+  saved_inputs_.push(describe(), KeptInput{x, amp::is_autocast_enabled(), amp::autocast_dtype()});
+}
+
+Tensor Block::forward_kept() {
+  const KeptInput kept = saved_inputs_.pop(describe());
+  if (!kept.autocast) {
+    amp::Autocast off(DType::bf16, /*enabled=*/false);
+    return forward_plain(kept.x);
+  }
+  amp::Autocast region(kept.autocast_dtype);
+  return forward_plain(kept.x);
 }
 
 void Block::set_recompute(RecomputePolicy policy) {

@@ -82,11 +82,23 @@ class Block : public Module {
   Tensor forward_plain(const Tensor& x);
   Tensor backward_plain(const Tensor& grad_out);
   // Lesson 12, task 3 (activation_recompute.cpp): the forward and backward under
-  // RecomputePolicy::full, with saved_inputs_ holding each forward's input.
+  // RecomputePolicy::full.
   Tensor forward_full(const Tensor& x);
   Tensor backward_full(const Tensor& grad_out);
+  // What a forward under full keeps: its input and the autocast region it ran in.
+  struct KeptInput {
+    Tensor x;
+    bool autocast = false;
+    DType autocast_dtype = DType::f32;
+  };
+  // Keeps x (and this thread's autocast state) for forward_kept().
+  void keep_input(const Tensor& x);
+  // Takes back the newest kept input and runs forward_plain on it again, in the autocast
+  // region the first forward ran in (torch.utils.checkpoint restores it too). Returns the
+  // output, the same bits as the first time.
+  Tensor forward_kept();
   RecomputePolicy policy_ = RecomputePolicy::none;
-  SavedContexts<Tensor> saved_inputs_;
+  SavedContexts<KeptInput> saved_inputs_;
 };
 
 /// ids [B, T] (i64, T <= block_size) -> logits [B, T, vocab_size]. Children
