@@ -23,7 +23,7 @@ _loader = importlib.machinery.SourceFileLoader("grade", os.path.join(HERE, "grad
 _spec = importlib.util.spec_from_loader("grade", _loader)
 grade = importlib.util.module_from_spec(_spec)
 _loader.exec_module(grade)
-from grading import building, catch2, reports, running, submission  # noqa: E402 (path set by grade)
+from grading import building, catch2, confine, reports, running, submission  # noqa: E402
 from grading.course import Course                                   # noqa: E402
 import subprocess                                                   # noqa: E402
 
@@ -697,6 +697,31 @@ sys.exit(failed)
 '''
 
 
+# What a confined launch can do: its network, its uid, a hidden folder, file and memory limits.
+PROBE = r'''#!/usr/bin/env python3
+import os, socket, sys
+print("net=" + str(sorted(n for _, n in socket.if_nameindex())).replace(" ", ""))
+print("uid=%d" % os.getuid())
+try:
+    os.listdir(sys.argv[1]); print("secret=readable")
+except OSError:
+    print("secret=unreadable")
+open(sys.argv[2], "w").write("planted")   # /tmp of its own: gone after the launch
+try:
+    with open("/tmp/big", "wb") as f:
+        f.write(b"x" * (2 << 20))
+        f.flush()
+    print("big=written")
+except OSError:
+    print("big=refused")
+try:
+    hog = bytearray(1 << 30)
+    print("hog=allocated")
+except MemoryError:
+    print("hog=refused")
+'''
+
+
 class EndToEndTest(unittest.TestCase):
     def setUp(self):
         self.tmp = tempfile.mkdtemp(prefix="mgpu-grade-test-")
@@ -892,13 +917,34 @@ class EndToEndTest(unittest.TestCase):
             os.environ.clear()
             os.environ.update(old)
 
-    def test_a_submission_s_tests_run_without_network_where_possible(self):
-        prefix, why = running.no_network_prefix()
-        if not prefix:
-            self.skipTest(f"unshare -rn does not work here: {why}")
-        r = running.run(prefix + [sys.executable, "-c", "import socket; print(sorted("
-                                  "n for _, n in socket.if_nameindex()))"], 30)
-        self.assertEqual(r.stdout.strip(), "['lo']", r.stderr)
+    def test_a_submission_s_tests_run_confined_where_possible(self):
+        secret = os.path.join(self.tmp, "solutions")
+        with open(os.path.join(secret, "answer.txt"), "w") as f:
+            f.write("42")
+        conf = confine.Confinement(hidden=[secret], memory_mb=512, file_mb=1)
+        if not conf.active:
+            self.skipTest(conf.note)
+        probe = os.path.join(self.tmp, "probe")
+        with open(probe, "w") as f:
+            f.write(PROBE)
+        os.chmod(probe, 0o755)
+        leftover = "/tmp/mgpu-grade-test-planted"
+        try:
+            with confine.Launch(conf) as launch:
+                r = running.run(launch.command([probe, secret, leftover], [probe]), 60,
+                                conf.env(dict(os.environ)))
+        finally:
+            planted = os.path.exists(leftover)
+            if planted:
+                os.unlink(leftover)
+        self.assertEqual(r.rc, 0, r.stderr)
+        got = dict(line.split("=", 1) for line in r.stdout.split())
+        self.assertEqual(got["net"], "['lo']")
+        self.assertEqual(got["uid"], "65534" if os.geteuid() == 0 else str(os.geteuid()))
+        self.assertEqual(got["secret"], "unreadable")
+        self.assertEqual(got["big"], "refused")
+        self.assertEqual(got["hog"], "refused")
+        self.assertFalse(planted, "a file the launch wrote to /tmp outlived it")
 
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
         self.fake("solutions", "test_99_fake_mpi")

@@ -4,35 +4,17 @@ it happened in."""
 import os
 import re
 import secrets
-import shlex
 import shutil
 import signal
 import subprocess
-import tempfile
 import time
 
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
+from .confine import Launch, Unconfined
 
 SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
 MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
-
-
-def no_network_prefix():
-    """(a prefix that runs a command in network and user namespaces of its own, with no
-    network but the loopback device, which Open MPI's launcher needs; None) where that
-    works on this machine, else ([], why not, in words)."""
-    ip = shutil.which("ip") or next((p for p in ("/usr/sbin/ip", "/sbin/ip")
-                                      if os.access(p, os.X_OK)), None)
-    if not shutil.which("unshare") or not ip:
-        return [], f"{'unshare (util-linux)' if ip else 'ip (iproute2)'} is not installed"
-    prefix = ["unshare", "-rn", "sh", "-c",
-              f'{shlex.quote(ip)} link set lo up 2>/dev/null; exec "$@"', "sh"]
-    r = run(prefix + [ip, "-o", "link", "show", "lo"], 30)
-    if r.rc != 0:
-        return [], (r.stderr.strip().splitlines() or [f"exit status {r.rc}"])[-1]
-    if ",UP" not in r.stdout:
-        return [], "the loopback device of a new network namespace cannot be brought up"
-    return prefix, None
+REPORT_LIMIT = 64 << 20    # characters of a report read: a larger one is cut (and fails)
 
 
 def task_of_binary(binary):
@@ -91,16 +73,17 @@ class Run:
 
 
 def _kill_group(proc):
-    for sig, wait in ((signal.SIGTERM, 5), (signal.SIGKILL, 5)):
+    """SIGTERM to the group (Catch2 reports the case it interrupted), then SIGKILL to what
+    is left of it, even when the launcher itself has ended (its children may not have)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(proc.pid, sig)
         except ProcessLookupError:
             return
         try:
-            proc.wait(timeout=wait)
-            return
+            proc.wait(timeout=5)
         except subprocess.TimeoutExpired:
-            continue
+            pass
 
 
 def run(cmd, timeout, env=None, cwd=None):
@@ -135,9 +118,10 @@ class Runner:
     limit) fails that case alone: the cases it never reached run again in a new launch,
     so one bug in one task never zeroes the rest of the lesson."""
 
-    def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confine=()):
+    def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confinement=None):
         self.timeout = timeout or None   # 0: no limit
-        self.confine = list(confine)     # a prefix of every launch (no_network_prefix)
+        # How each launch runs (confine.Confinement: a submission's tests), else as it is.
+        self.confinement = confinement or Unconfined()
         # decoy: before its cases, each binary runs once with a filter that selects none
         # (see forged); a report of any case there voids the binary's reports.
         self.decoy = decoy
@@ -154,6 +138,7 @@ class Runner:
         # collective) before the launch's own time limit kills it without one.
         if self.timeout:
             self.env.setdefault("MGPU_DIST_TIMEOUT_S", f"{max(1.0, min(60.0, self.timeout / 2)):g}")
+        self.env = self.confinement.env(self.env)
         self.launches = 0
 
     @property
@@ -163,11 +148,18 @@ class Runner:
     def mpi_prefix(self, nprocs):
         return [self.mpirun, "-np", str(nprocs)]
 
+    def _run(self, launch, prefix, exe, args, timeout):
+        """Runs exe with args after prefix ([] or mpirun's) as this launch does."""
+        programs = [exe] + [p for p in prefix[:1] if p == self.mpirun]
+        r = run(launch.command(prefix + [exe, *args], programs), timeout, self.env, self.workdir)
+        r.rc = self.confinement.status(r.rc) if not r.timed_out else r.rc
+        return r
+
     def list_cases(self, prefix, exe, filt):
         common = ["--use-colour", "no", filt]
-        prefix = self.confine + prefix
-        names = run(prefix + [exe, "--list-test-names-only", *common], 120, self.env, self.workdir)
-        listing = run(prefix + [exe, "--list-tests", *common], 120, self.env, self.workdir)
+        with Launch(self.confinement) as launch:
+            names = self._run(launch, prefix, exe, ["--list-test-names-only", *common], 120)
+            listing = self._run(launch, prefix, exe, ["--list-tests", *common], 120)
         seen, out = set(), []
         for name, tags in parse_test_list(names.stdout, listing.stdout):
             if name not in seen:   # under mpirun every rank may list them
@@ -181,14 +173,14 @@ class Runner:
         mpirun rank 0 writes it itself (tests/support/mpi_main.cpp sends the other ranks'
         reports elsewhere), so an abort cannot lose the output mpirun had not forwarded yet."""
         self.launches += 1
-        with tempfile.TemporaryDirectory(prefix="mgpu-grade-") as tmp:
-            report = os.path.join(tmp, "report.xml")
-            args = [exe, "-o", report, *extra, "-r", "xml", "-d", "yes", filt]
-            r = run(self.confine + prefix + args, self.timeout, self.env, self.workdir)
+        with Launch(self.confinement) as launch:
+            report, written = launch.report()
+            args = ["-o", written, *extra, "-r", "xml", "-d", "yes", filt]
+            r = self._run(launch, prefix, exe, args, self.timeout)
             text = ""
-            if os.path.exists(report):
+            if os.path.isfile(report) and not os.path.islink(report):
                 with open(report, encoding="utf-8", errors="replace") as f:
-                    text = f.read()
+                    text = f.read(REPORT_LIMIT)
         return parse_catch_xml(text), r
 
     def expected_cases(self, prefix, exe, filt, expected):

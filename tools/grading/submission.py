@@ -311,6 +311,12 @@ def grade_submission(args, root, grade):
                       "with the unfinished exercise in its place")
         take_fences(course, student, checkout, exercise, reverted)
     args.build_dir = build.path
+    # What a confined test launch must not see: the clean copy and its build (solutions/,
+    # the reference binaries), the course's checkout, the submission and the folder of
+    # the class that holds it, and the grading user's home.
+    args.hidden = [checkout, root, student, os.path.expanduser("~")]
+    if os.path.dirname(student).count(os.sep) >= 2:
+        args.hidden.append(os.path.dirname(student))
     header = [f"Submission: {student} (only the code inside the TODO fences of lessons/ "
               "is graded)"] + notes
     return grade(args, checkout, extra_header=header, replaced=replaced, submission=True)
