@@ -676,6 +676,11 @@ if os.environ.get("FAKE_RANK0_LATE") and size == 3 and any(c[2] == "abort_np3" f
         time.sleep(3)
     else:
         os.abort()
+record = os.environ.get("MGPU_GRADE_RECORD")   # the results the cases recorded
+value = "1" if "/solutions/" in sys.argv[0] else os.environ.get("FAKE_RECORD", "1")
+if record and value:
+    with open(record, "a") as f:
+        f.write("".join(f"{n}\tresult\t0\t1\t {value}\n" for n, _, how in cases if how == "pass"))
 stream = open(out, "w") if out else sys.stdout
 stream.write('<?xml version="1.0" encoding="UTF-8"?>\n<Catch name="fake">\n <Group name="fake">\n')
 failed = 0
@@ -913,6 +918,29 @@ class EndToEndTest(unittest.TestCase):
                     else:         # an honest binary: the decoy changes nothing
                         self.assertEqual(got, [("adds", "passed"), ("on the gpu", "skipped"),
                                                ("scales", "passed")])
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+
+    def test_results_are_checked_outside_the_tested_process(self):
+        """A binary that reports exactly the cases asked for as passed (as Catch2 would)
+        earns nothing unless its recorded results match the reference build's."""
+        expected = [("adds", "[99_fake][task1][points:2]"), ("scales", "[99_fake][task2][points:3]")]
+        exe = os.path.join(self.tmp, "lessons", "99_fake", "test_99_fake")
+        ref = os.path.join(self.tmp, "solutions", "99_fake", "test_99_fake")
+        old = dict(os.environ)
+        try:
+            for value, status in (("1", "passed"), ("2", "failed"), ("", "failed")):
+                os.environ["FAKE_RECORD"] = value
+                runner = running.Runner(30, self.tmp, self.tmp, decoy=True)
+                runner.checked[exe] = ref
+                cases = [c for c in runner.run_binary(exe, "", expected) if not c.gpu]
+                with self.subTest(recorded=value):
+                    self.assertEqual([c.status for c in cases], [status, status])
+                    if value == "2":
+                        self.assertIn("element 0 is 2, the reference computes 1", cases[0].output)
+                    if not value:
+                        self.assertIn("recorded no result for 'result'", cases[0].output)
         finally:
             os.environ.clear()
             os.environ.update(old)

@@ -5,7 +5,10 @@
 
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
+#include <cstdlib>
 #include <random>
+#include <string>
 #include <vector>
 
 #include "basics.h"
@@ -28,6 +31,30 @@ inline std::vector<float> random_floats(std::int64_t n, unsigned salt) {
 
 inline mgpu::Tensor tensor_of(const std::vector<float>& v, const mgpu::Device& d = mgpu::Device::cpu()) {
   return mgpu::Tensor::from_vector(v, {static_cast<std::int64_t>(v.size())}, d);
+}
+
+/// Records what the code under test produced, for a verdict outside this process: where
+/// MGPU_GRADE_RECORD names a file (tools/grade --submission sets it), appends one line
+/// "case<TAB>key<TAB>atol<TAB>n<TAB>values..." to it; elsewhere does nothing. The grader
+/// runs the reference build with the same --rng-seed and fails a case whose records differ
+/// from the reference's by more than the reference's atol, or are missing, whatever the
+/// report of this process says. Long results keep 4096 evenly spread elements.
+inline void record(const std::string& key, const std::vector<float>& values, double atol) {
+  const char* path = std::getenv("MGPU_GRADE_RECORD");
+  if (path == nullptr || *path == '\0') return;
+  std::FILE* f = std::fopen(path, "a");
+  if (f == nullptr) return;
+  const std::size_t n = values.size(), kept = n <= 4096 ? n : 4096;
+  std::fprintf(f, "%s\t%s\t%.9g\t%zu\t", Catch::getResultCapture().getCurrentTestName().c_str(),
+               key.c_str(), atol, n);
+  for (std::size_t k = 0; k < kept; ++k) std::fprintf(f, " %.9g", values[k * n / kept]);
+  std::fputc('\n', f);
+  std::fclose(f);
+}
+
+/// record() of one value.
+inline void record(const std::string& key, float value, double atol) {
+  record(key, std::vector<float>{value}, atol);
 }
 
 }  // namespace lesson00_test

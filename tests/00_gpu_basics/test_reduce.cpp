@@ -37,6 +37,7 @@ TEST_CASE("task2: block_sums on the CPU gives one sum per tile (sizes 0, 1, odd,
     INFO("n = " << n);
     const std::vector<float> x = random_floats(n, 11);
     const Tensor partial = l00::block_sums(tensor_of(x));
+    record("n=" + std::to_string(n), partial.to_vector<float>(), 4e-6 * l00::kTile);
     CHECK(partial.shape() == mgpu::Shape{tiles_of(n)});
     check_tile_sums(x, partial.to_vector<float>());
   }
@@ -50,6 +51,7 @@ TEST_CASE("task2: block_sums on the CPU adds as a pairwise tree, like the kernel
   std::vector<float> x(l00::kTile, 1.0f);
   x[0] = 16777216.0f;
   const std::vector<float> got = l00::block_sums(tensor_of(x)).to_vector<float>();
+  record("tree", got, 0);
   REQUIRE(got.size() == 1);
   CHECK(got[0] == 16777726.0f);
 }
@@ -65,6 +67,7 @@ TEST_CASE("task2: sum on the CPU matches an f64 sum (up to several passes)",
     double ref = 0, abs_sum = 0;
     for (float v : x) ref += v, abs_sum += std::fabs(v);
     const float got = l00::sum(tensor_of(x));
+    record("n=" + std::to_string(n), got, 2e-5 * abs_sum);
     CHECK(std::fabs(got - ref) <= 1e-5 * abs_sum + 1e-30);
   }
 }
@@ -81,6 +84,7 @@ TEST_CASE("task2: block_sums on CUDA matches the CPU twin (1 block to many block
     const Tensor partial = l00::block_sums(tensor_of(x, gpu));
     CHECK(partial.device() == gpu);
     const std::vector<float> got = partial.to_vector<float>();
+    record("n=" + std::to_string(n), got, 2 * tol * l00::kTile);
     REQUIRE(got.size() == want.size());
     for (std::size_t b = 0; b < got.size(); ++b) {
       double abs_sum = 0;  // the tile's sum of |x| sets the scale of rounding errors
@@ -104,6 +108,7 @@ TEST_CASE("task2: sum on CUDA matches the CPU twin (several passes)",
     for (float v : x) abs_sum += std::fabs(v);
     const float want = l00::sum(tensor_of(x));
     const float got = l00::sum(tensor_of(x, gpu));
+    record("n=" + std::to_string(n), got, 2 * tol * abs_sum);
     CHECK(std::fabs(static_cast<double>(got) - want) <= tol * abs_sum + 1e-30);
   }
 }

@@ -34,6 +34,9 @@ TEST_CASE("task1: saxpy on the CPU matches an f64 loop (sizes 0, 1, odd, ragged)
       const std::vector<float> x = random_floats(n, 1), y = random_floats(n, 2);
       Tensor xt = tensor_of(x), yt = tensor_of(y);
       l00::saxpy_(a, xt, yt);
+      const std::string key = "a=" + std::to_string(a) + " n=" + std::to_string(n);
+      record("y " + key, yt.to_vector<float>(), 1e-5);
+      record("x " + key, xt.to_vector<float>(), 0);
       CHECK(saxpy_error(a, x, y, yt.to_vector<float>()) <= 1e-6);
       CHECK(xt.to_vector<float>() == x);  // x is an input: it must not change
     }
@@ -45,6 +48,7 @@ TEST_CASE("task1: saxpy on the CPU, a large 2-D tensor", "[00_gpu_basics][task1]
   const std::vector<float> x = random_floats(rows * cols, 3), y = random_floats(rows * cols, 4);
   Tensor xt = Tensor::from_vector(x, {rows, cols}), yt = Tensor::from_vector(y, {rows, cols});
   l00::saxpy_(0.75f, xt, yt);
+  record("y", yt.to_vector<float>(), 1e-5);
   CHECK(saxpy_error(0.75f, x, y, yt.to_vector<float>()) <= 1e-6);
 }
 
@@ -63,6 +67,8 @@ TEST_CASE("task1: saxpy on CUDA matches the CPU twin (1 block to many blocks)",
     Tensor x_gpu = tensor_of(x, gpu), y_gpu = tensor_of(y, gpu);
     l00::saxpy_(a, x_gpu, y_gpu);
     const std::vector<float> got = y_gpu.to_vector<float>(), want = y_cpu.to_vector<float>();
+    record("y n=" + std::to_string(n), got, 8 * tol);   // |a*x| + |y| <= 2.75
+    record("x n=" + std::to_string(n), x_gpu.to_vector<float>(), 0);
     REQUIRE(got.size() == want.size());
     double worst = 0;
     for (std::size_t i = 0; i < got.size(); ++i) {

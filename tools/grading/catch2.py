@@ -115,10 +115,12 @@ def failure_text(tc):
 class Report:
     """A parsed `-r xml` report. cases: dicts with name, tags, success, output, seconds;
     complete: the report was whole; started: the case that began and never ended (a run
-    that crashed, aborted or was killed inside it), or None."""
+    that crashed, aborted or was killed inside it), or None; records: what the launch
+    recorded (verdicts.read_records), None where it recorded nothing."""
 
     def __init__(self, cases, complete, started):
         self.cases, self.complete, self.started = cases, complete, started
+        self.records = None
 
 
 def parse_catch_xml(text):

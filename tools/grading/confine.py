@@ -44,8 +44,12 @@ class Launch:
 
     def report(self):
         """(the report's path here, the path the launched code writes it to)."""
-        path = os.path.join(self.folder, "report.xml")
-        return path, ("report.xml" if self.confinement.active else path)
+        return self.file("report.xml")
+
+    def file(self, name):
+        """(the path here of a file the launched code writes, the path it writes to)."""
+        path = os.path.join(self.folder, name)
+        return path, (name if self.confinement.active else path)
 
     def command(self, argv, programs):
         """argv as this launch runs it; programs: the paths in argv of files it executes

@@ -11,6 +11,7 @@ import time
 
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
 from .confine import Launch, Unconfined
+from .verdicts import RECORD_ENV, judge, read_records
 
 SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
 MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
@@ -118,7 +119,8 @@ class Runner:
     limit) fails that case alone: the cases it never reached run again in a new launch,
     so one bug in one task never zeroes the rest of the lesson."""
 
-    def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confinement=None):
+    def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confinement=None,
+                 gpu_possible=True):
         self.timeout = timeout or None   # 0: no limit
         # How each launch runs (confine.Confinement: a submission's tests), else as it is.
         self.confinement = confinement or Unconfined()
@@ -128,6 +130,9 @@ class Runner:
         # gpu_expected: the build has the CUDA backend and this machine a GPU, so exit
         # status 77 ("no GPU here") from a GPU launch is a lie, not a skip.
         self.gpu_expected = gpu_expected
+        # gpu_possible: False where the build has no CUDA backend: a GPU case reported as
+        # passed there was never run (a forged report), and fails.
+        self.gpu_possible = gpu_possible
         self.workdir = workdir
         mpirun = os.path.join(root, "tools", "mpirun")   # the course's mpirun settings
         self.mpirun = mpirun if shutil.which("mpirun") and os.access(mpirun, os.X_OK) else None
@@ -140,6 +145,11 @@ class Runner:
             self.env.setdefault("MGPU_DIST_TIMEOUT_S", f"{max(1.0, min(60.0, self.timeout / 2)):g}")
         self.env = self.confinement.env(self.env)
         self.launches = 0
+        # checked: {test binary: the reference build's binary}. Their launches record
+        # results (verdicts.py) on inputs of one seed, compared with the reference's here.
+        self.checked = {}
+        self.seed = secrets.randbelow(1 << 31) + 1
+        self._reference_records = {}
 
     @property
     def timeout_text(self):
@@ -148,10 +158,11 @@ class Runner:
     def mpi_prefix(self, nprocs):
         return [self.mpirun, "-np", str(nprocs)]
 
-    def _run(self, launch, prefix, exe, args, timeout):
+    def _run(self, launch, prefix, exe, args, timeout, env=None):
         """Runs exe with args after prefix ([] or mpirun's) as this launch does."""
         programs = [exe] + [p for p in prefix[:1] if p == self.mpirun]
-        r = run(launch.command(prefix + [exe, *args], programs), timeout, self.env, self.workdir)
+        r = run(launch.command(prefix + [exe, *args], programs), timeout,
+                dict(self.env, **(env or {})), self.workdir)
         r.rc = self.confinement.status(r.rc) if not r.timed_out else r.rc
         return r
 
@@ -176,12 +187,37 @@ class Runner:
         with Launch(self.confinement) as launch:
             report, written = launch.report()
             args = ["-o", written, *extra, "-r", "xml", "-d", "yes", filt]
-            r = self._run(launch, prefix, exe, args, self.timeout)
+            env, records = None, None
+            if exe in self.checked and not prefix:
+                records, inside = launch.file("record.txt")
+                args[-1:-1] = ["--rng-seed", str(self.seed)]
+                env = {RECORD_ENV: inside}
+            r = self._run(launch, prefix, exe, args, self.timeout, env)
             text = ""
             if os.path.isfile(report) and not os.path.islink(report):
                 with open(report, encoding="utf-8", errors="replace") as f:
                     text = f.read(REPORT_LIMIT)
-        return parse_catch_xml(text), r
+            parsed = parse_catch_xml(text)
+            parsed.records = read_records(records) if records and not os.path.islink(records) \
+                else None
+        return parsed, r
+
+    def reference_records(self, exe, extra):
+        """(records, skipped) of the reference build's binary for exe's cases (its CPU or
+        its GPU cases, as extra says) on this grade's seed, run once, as it is (trusted
+        code); skipped: its GPU cases could not run here."""
+        gpu = "--require-gpu" in extra
+        key = (self.checked[exe], gpu)
+        if key not in self._reference_records:
+            with Launch(Unconfined()) as launch:
+                report, _ = launch.report()
+                records, _ = launch.file("record.txt")
+                args = [key[0], "-o", report, *extra, "-r", "xml", "--rng-seed", str(self.seed),
+                        "[gpu]" if gpu else "~[gpu]"]
+                r = run(args, self.timeout, dict(self.env, **{RECORD_ENV: records}), self.workdir)
+                self._reference_records[key] = (read_records(records),
+                                                gpu and r.rc == SKIP_STATUS and not self.gpu_expected)
+        return self._reference_records[key]
 
     def expected_cases(self, prefix, exe, filt, expected):
         """The cases a launch of filt must report: those of the binary's sources that filt
@@ -207,7 +243,19 @@ class Runner:
         listed = self.expected_cases(prefix, exe, filt, expected) if expected else None
         cases, alone = [], None   # alone: the one case a launch ran, if so
         while True:
-            cases += self._cases_of(report, r, kind)
+            got = self._cases_of(report, r, kind)
+            if report.records is not None:
+                reference, skipped = self.reference_records(exe, extra)
+                got = judge(got, report.records, reference)
+            else:
+                skipped = False
+            if "--require-gpu" in extra and (skipped or not self.gpu_possible):
+                for c in got:
+                    if c.status == "passed":
+                        c.status = "failed"
+                        c.output = ("reported as passed, but no GPU test can run here (no CUDA "
+                                    "backend, or the reference build's GPU tests were skipped)")
+            cases += got
             whole = report.complete and not r.timed_out and r.rc >= 0
             if whole and alone is None:
                 break
