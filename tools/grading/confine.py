@@ -78,19 +78,18 @@ class Confinement:
     """How a submission's test launches run. active: confined at all; as_nobody: as uid
     65534; note: one line for the report's header saying how (or why not)."""
 
-    def __init__(self, hidden=(), memory_mb=8192, file_mb=1024, enabled=True):
+    UNCONFINED = "The tests run UNCONFINED, with the network and as the grading user: "
+
+    def __init__(self, hidden=(), memory_mb=8192, file_mb=1024):
         # Deepest first: a folder inside another is covered before the outer one hides it.
-        self.hidden = sorted({os.path.realpath(h) for h in hidden if os.path.isdir(h)} - {"/", "/tmp"},
-                             key=lambda h: (-h.count(os.sep), h))
+        folders = {os.path.realpath(h) for h in hidden if os.path.isdir(h)} - {"/", "/tmp"}
+        self.hidden = sorted(folders, key=lambda h: (-h.count(os.sep), h))
         self.memory_mb, self.file_mb = memory_mb, file_mb
         self.active, self.as_nobody = False, False
         self.tools, missing = _tools()
-        if not enabled:
-            self.note = "The tests run unconfined (no confinement asked for)."
-            return
         if missing:
-            self.note = (f"The tests run UNCONFINED, with the network and as the grading user: "
-                         f"{', '.join(missing)} not installed (util-linux, iproute2).")
+            self.note = (self.UNCONFINED + f"{', '.join(missing)} not installed "
+                         "(util-linux, iproute2).")
             return
         self.as_nobody = os.geteuid() == 0
         self.active = True
@@ -101,14 +100,15 @@ class Confinement:
             why = why and f"{why_root}; in a user namespace: {why}"
         if why:
             self.active = self.as_nobody = False
-            self.note = (f"The tests run UNCONFINED, with the network and as the grading user: "
-                         f"namespaces do not work here ({why}).")
+            self.note = self.UNCONFINED + f"namespaces do not work here ({why})."
             return
-        limits = [f"memory {memory_mb} MiB" if memory_mb else "", f"files {file_mb} MiB" if file_mb else ""]
-        limits = ", ".join(l for l in limits if l) or "no memory or file size limit"
-        self.note = (f"The tests run confined: {'as uid 65534' if self.as_nobody else 'as the grading user without capabilities'}, "
-                     f"without network, seeing none of the course or the submission, a /tmp "
-                     f"of their own ({limits} per process; see docs/instructors.md).")
+        limits = [f"memory {memory_mb} MiB" if memory_mb else "",
+                  f"files {file_mb} MiB" if file_mb else ""]
+        limits = ", ".join(x for x in limits if x) or "no memory or file size limit"
+        who = "as uid 65534" if self.as_nobody else "as the grading user without capabilities"
+        self.note = (f"The tests run confined: {who}, without network, seeing none of the course "
+                     f"or the submission, a /tmp of their own ({limits} per process; see "
+                     "docs/instructors.md).")
 
     def probe(self):
         """None when a confined launch works here, else why not (the last line it printed)."""
@@ -139,7 +139,7 @@ class Confinement:
         lines += [f"{t['mount']} --bind tmp /tmp", f"mkdir {q(folder)}",
                   f"{t['mount']} --no-canonicalize --rbind . {q(folder)}",
                   f"{t['ip']} link set lo up", "set +e"]
-        limits = [f"--core=0"]
+        limits = ["--core=0"]
         if self.memory_mb:
             limits.append(f"--data={self.memory_mb * MIB}")
         if self.file_mb:
@@ -155,8 +155,8 @@ class Confinement:
         lines.append(" ".join([t["prlimit"], *limits, "--", t["setpriv"], *user, *drop, "--",
                                '"$@"']))
         lines += ["rc=$?", "exit $rc"]
-        unshare = [self.tools["unshare"]] + ([] if self.as_nobody else ["--user", "--map-root-user"]) + \
-            ["--net", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private"]
+        unshare = [self.tools["unshare"], *([] if self.as_nobody else ["--user", "--map-root-user"]),
+                   "--net", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private"]
         return unshare + ["sh", "-c", "\n".join(lines), "sh"] + list(argv)
 
     def env(self, env):
@@ -178,7 +178,7 @@ class Confinement:
 class Unconfined(Confinement):
     """Launches as they are (the learner's own tests, the reference): nothing hidden."""
 
-    def __init__(self):   # noqa: the probe and the tools are not needed
+    def __init__(self):   # nothing to probe: no tool is used
         self.hidden, self.active, self.as_nobody, self.note = [], False, False, ""
 
     @staticmethod

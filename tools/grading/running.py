@@ -198,8 +198,10 @@ class Runner:
                 with open(report, encoding="utf-8", errors="replace") as f:
                     text = f.read(REPORT_LIMIT)
             parsed = parse_catch_xml(text)
-            parsed.records = read_records(records) if records and not os.path.islink(records) \
-                else None
+            parsed.records = None
+            if records:   # what the tested code wrote: a regular file, never through a link
+                parsed.records = read_records(records) if os.path.isfile(records) and \
+                    not os.path.islink(records) else {}
         return parsed, r
 
     def reference_records(self, exe, extra):
