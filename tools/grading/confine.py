@@ -145,7 +145,7 @@ class Confinement:
         if self.file_mb:
             limits.append(f"--fsize={self.file_mb * MIB}")
         if self.as_nobody:
-            limits.append("--nproc=512")
+            limits.append("--nproc=4096")
             user = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups"]
         else:
             user = []
