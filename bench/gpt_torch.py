@@ -1,0 +1,290 @@
+#!/usr/bin/env python3
+"""PyTorch twin of lesson 12's gpt-tiny: the same decoder (nanoGPT's layout and parameter
+names, GELU in its tanh form, LayerNorm eps 1e-5, the head tied to the token embedding),
+the same AdamW, the same initial weights and the same batches, read from the safetensors
+file that lesson 12's `train --export` writes.
+
+  /usr/bin/python3 bench/gpt_torch.py --check --train build/solutions/12_transformer/train
+      the agreement test: train runs 20 fp32 steps on the CPU (--data synthetic) and exports
+      its initial weights, batches, learning rates and losses; PyTorch replays them and
+      every loss must agree within --tolerance (1e-4). Last line "N passed, M failed".
+  /usr/bin/python3 bench/gpt_torch.py --train build/solutions/12_transformer/train \\
+      --threads 2 --rounds 5 --steps 10
+      tokens/s of both, interleaved in one run (mgpu, PyTorch, mgpu, PyTorch, ...) on the same
+      threads and batch: each round runs --steps training steps of a fresh model on each
+      side; medians with min and max, the ratio of the medians, and the load average.
+
+It needs an interpreter that imports torch: on Debian that is /usr/bin/python3 with the
+python3-torch package. Started by another python3 without torch, it runs itself again with
+/usr/bin/python3 when that one has it; where none has PyTorch it says so and exits 77 (a
+test skipped with the reason). The safetensors file is read here directly (an 8-byte
+header size, a JSON header, the raw little-endian data), so the `safetensors` package is
+not needed.
+"""
+import argparse
+import json
+import os
+import re
+import statistics
+import subprocess
+import sys
+import tempfile
+import time
+
+SYSTEM_PYTHON = "/usr/bin/python3"
+
+try:
+    import torch
+    import torch.nn as nn
+    import torch.nn.functional as F
+except ImportError:
+    if (os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
+            and not os.environ.get("GPT_TORCH_REEXEC")):
+        os.environ["GPT_TORCH_REEXEC"] = "1"
+        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
+    print("SKIPPED: PyTorch is not importable here (Debian: apt-get install python3-torch, "
+          "then run this with /usr/bin/python3); nothing to compare")
+    sys.exit(77)
+
+
+# ---- the model ----------------------------------------------------------------------------
+
+class CausalSelfAttention(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.n_head = n_head
+        self.c_attn = nn.Linear(n_embd, 3 * n_embd)
+        self.c_proj = nn.Linear(n_embd, n_embd)
+
+    def forward(self, x):
+        B, T, C = x.shape
+        q, k, v = self.c_attn(x).split(C, dim=2)
+        q, k, v = (t.view(B, T, self.n_head, C // self.n_head).transpose(1, 2) for t in (q, k, v))
+        scores = (q @ k.transpose(-2, -1)) / (C // self.n_head) ** 0.5
+        mask = torch.ones(T, T, dtype=torch.bool, device=x.device).tril()
+        probs = scores.masked_fill(~mask, float("-inf")).softmax(dim=-1)
+        y = (probs @ v).transpose(1, 2).contiguous().view(B, T, C)
+        return self.c_proj(y)
+
+
+class MLP(nn.Module):
+    def __init__(self, n_embd):
+        super().__init__()
+        self.c_fc = nn.Linear(n_embd, 4 * n_embd)
+        self.gelu = nn.GELU(approximate="tanh")
+        self.c_proj = nn.Linear(4 * n_embd, n_embd)
+
+    def forward(self, x):
+        return self.c_proj(self.gelu(self.c_fc(x)))
+
+
+class Block(nn.Module):
+    def __init__(self, n_embd, n_head):
+        super().__init__()
+        self.ln_1 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.attn = CausalSelfAttention(n_embd, n_head)
+        self.ln_2 = nn.LayerNorm(n_embd, eps=1e-5)
+        self.mlp = MLP(n_embd)
+
+    def forward(self, x):
+        x = x + self.attn(self.ln_1(x))
+        return x + self.mlp(self.ln_2(x))
+
+
+class GPT(nn.Module):
+    """nanoGPT's GPT: parameter names "transformer.wte.weight", "transformer.h.0.attn.c_attn.weight",
+    ...; lm_head shares the token table (one parameter, as ours)."""
+
+    def __init__(self, vocab_size, block_size, n_layer, n_head, n_embd):
+        super().__init__()
+        self.transformer = nn.ModuleDict(dict(
+            wte=nn.Embedding(vocab_size, n_embd),
+            wpe=nn.Embedding(block_size, n_embd),
+            h=nn.ModuleList(Block(n_embd, n_head) for _ in range(n_layer)),
+            ln_f=nn.LayerNorm(n_embd, eps=1e-5)))
+        self.lm_head = nn.Linear(n_embd, vocab_size, bias=False)
+        self.lm_head.weight = self.transformer.wte.weight
+
+    def forward(self, ids):
+        T = ids.shape[1]
+        x = self.transformer.wte(ids) + self.transformer.wpe(torch.arange(T, device=ids.device))
+        for block in self.transformer.h:
+            x = block(x)
+        return self.lm_head(self.transformer.ln_f(x))
+
+
+def gpt_tiny(vocab_size):
+    """gpt-tiny's sizes (nn::GPTConfig::tiny)."""
+    return GPT(vocab_size, block_size=128, n_layer=4, n_head=4, n_embd=128)
+
+
+# ---- the exported run ----------------------------------------------------------------------
+
+DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
+          "BF16": torch.bfloat16, "F16": torch.float16}
+
+
+def read_safetensors(path):
+    """(tensors by name, metadata) of a safetensors file."""
+    with open(path, "rb") as f:
+        data = f.read()
+    size = int.from_bytes(data[:8], "little")
+    header = json.loads(data[8:8 + size])
+    metadata = header.pop("__metadata__", {})
+    base = 8 + size
+    tensors = {}
+    for name, e in header.items():
+        begin, end = e["data_offsets"]
+        raw = bytearray(data[base + begin:base + end])
+        t = torch.frombuffer(raw, dtype=DTYPES[e["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[e["dtype"]])
+        tensors[name] = t.reshape(e["shape"]).clone()
+    return tensors, metadata
+
+
+def replay(export_path, threads):
+    """PyTorch's losses over the exported steps, from the exported weights and batches."""
+    torch.set_num_threads(threads)
+    tensors, meta = read_safetensors(export_path)
+    sizes = {k: int(meta[k]) for k in ("vocab_size", "block_size", "n_layer", "n_head", "n_embd")}
+    model = GPT(**sizes)
+    state = {k[len("model."):]: v for k, v in tensors.items() if k.startswith("model.")}
+    state["lm_head.weight"] = state["transformer.wte.weight"]
+    model.load_state_dict(state, strict=True)
+    beta1, beta2, eps, weight_decay = (float(x) for x in meta["adamw"].split())
+    lrs, ours = tensors["lr"].tolist(), tensors["loss"].tolist()
+    optimizer = torch.optim.AdamW(model.parameters(), lr=lrs[0], betas=(beta1, beta2), eps=eps,
+                                  weight_decay=weight_decay)
+    theirs = []
+    for k, lr in enumerate(lrs):
+        for group in optimizer.param_groups:
+            group["lr"] = lr
+        x, y = tensors[f"batch.{k}.inputs"], tensors[f"batch.{k}.targets"]
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        loss = F.cross_entropy(logits.view(-1, logits.shape[-1]), y.view(-1))
+        loss.backward()
+        optimizer.step()
+        theirs.append(loss.item())
+    return ours, theirs
+
+
+def check(args):
+    """The agreement test: mgpu's and PyTorch's losses step by step."""
+    with tempfile.TemporaryDirectory() as tmp:
+        path = os.path.join(tmp, "run.safetensors")
+        cmd = [args.train, "--data", "synthetic", "--steps", str(args.steps), "--export", path,
+               "--export-steps", str(args.steps), "--eval-every", "0", "--eval-batches", "1",
+               "--batch-size", str(args.batch_size), "--seq", str(args.seq),
+               "--threads", str(args.threads), "--precision", "fp32", "--device", "cpu"]
+        print("mgpu: " + " ".join(cmd), flush=True)
+        r = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
+        if r.returncode != 0:
+            print(r.stdout + r.stderr)
+            print("0 passed, 1 failed (train did not finish)")
+            return 1
+        ours, theirs = replay(path, args.threads)
+    worst = 0.0
+    print(f"{'step':>4}  {'mgpu':>10}  {'PyTorch':>10}  {'|diff|':>9}")
+    for k, (a, b) in enumerate(zip(ours, theirs)):
+        worst = max(worst, abs(a - b))
+        print(f"{k + 1:>4}  {a:10.6f}  {b:10.6f}  {abs(a - b):9.2e}")
+    ok = len(ours) == args.steps and worst <= args.tolerance
+    print(f"{'ok    ' if ok else 'FAILED'}  the first {len(ours)} losses of gpt-tiny agree with PyTorch's "
+          f"within {args.tolerance:g} (fp32, CPU; largest difference {worst:.2e})")
+    print(f"{1 if ok else 0} passed, {0 if ok else 1} failed")
+    return 0 if ok else 1
+
+
+# ---- tokens per second, interleaved ---------------------------------------------------------
+
+def torch_tokens_per_s(args, vocab_size):
+    """One round of PyTorch: --steps steps of a fresh model, timed from the first (as train's)."""
+    torch.manual_seed(0)
+    model = gpt_tiny(vocab_size)
+    optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), eps=1e-8,
+                                  weight_decay=0.0)
+    g = torch.Generator().manual_seed(0)
+    batches = [torch.randint(vocab_size, (args.batch_size, args.seq + 1), generator=g)
+               for _ in range(args.steps)]
+    start = time.perf_counter()
+    for b in batches:
+        x, y = b[:, :-1], b[:, 1:]
+        optimizer.zero_grad(set_to_none=True)
+        logits = model(x)
+        F.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1)).backward()
+        optimizer.step()
+    return args.batch_size * args.seq * args.steps / (time.perf_counter() - start)
+
+
+def mgpu_tokens_per_s(args, env):
+    """One round of mgpu: train's final line's tokens_per_s (training steps only)."""
+    cmd = [args.train, "--data", "synthetic", "--steps", str(args.steps), "--eval-every", "0",
+           "--eval-batches", "1", "--batch-size", str(args.batch_size), "--seq", str(args.seq),
+           "--threads", str(args.threads), "--precision", "fp32", "--device", "cpu"]
+    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+    m = re.search(r"^final: .*tokens_per_s=([0-9.]+)", r.stdout, re.M)
+    if r.returncode != 0 or not m:
+        sys.exit(f"gpt_torch.py: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+    v = re.search(r"vocabulary (\d+)", r.stdout)
+    return float(m.group(1)), int(v.group(1)) if v else 33
+
+
+def load():
+    try:
+        with open("/proc/loadavg") as f:
+            return " ".join(f.read().split()[:3])
+    except OSError:
+        return "?"
+
+
+def bench(args):
+    torch.set_num_threads(args.threads)
+    env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    print(f"gpt-tiny (4 layers, 4 heads, C = 128), batch {args.batch_size} x {args.seq} tokens, "
+          f"fp32, CPU, {args.threads} thread(s) each; {args.rounds} rounds of {args.steps} steps, "
+          f"mgpu and PyTorch {torch.__version__} interleaved")
+    print(f"load average (1, 5, 15 min) before: {load()}", flush=True)
+    ours, theirs = [], []
+    vocab = 33
+    for r in range(args.rounds):
+        a, vocab = mgpu_tokens_per_s(args, env)
+        b = torch_tokens_per_s(args, vocab)
+        ours.append(a)
+        theirs.append(b)
+        print(f"round {r + 1}: mgpu {a:8.0f} tokens/s   PyTorch {b:8.0f} tokens/s", flush=True)
+    print(f"load average after: {load()}")
+    for name, v in (("mgpu", ours), ("PyTorch", theirs)):
+        print(f"{name:8} median {statistics.median(v):8.0f} tokens/s (min {min(v):.0f}, max {max(v):.0f})")
+    print(f"mgpu / PyTorch: {statistics.median(ours) / statistics.median(theirs):.2f}x (medians)")
+    return 0
+
+
+def main():
+    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0],
+                                formatter_class=argparse.RawDescriptionHelpFormatter)
+    p.add_argument("--train", required=True, help="lesson 12's train program (build/solutions/12_transformer/train)")
+    p.add_argument("--check", action="store_true", help="the agreement test instead of the benchmark")
+    p.add_argument("--threads", type=int, default=2, help="CPU threads of each side")
+    p.add_argument("--steps", type=int, default=None, help="steps (check: 20; bench: 10 per round)")
+    p.add_argument("--rounds", type=int, default=5, help="bench rounds, each mgpu then PyTorch")
+    p.add_argument("--batch-size", type=int, default=None, help="sequences per step (check: 8; bench: 32)")
+    p.add_argument("--seq", type=int, default=None, help="tokens per sequence (check: 64; bench: 128)")
+    p.add_argument("--tolerance", type=float, default=1e-4, help="largest loss difference allowed")
+    args = p.parse_args()
+    if args.steps is None:
+        args.steps = 20 if args.check else 10
+    if args.batch_size is None:
+        args.batch_size = 8 if args.check else 32
+    if args.seq is None:
+        args.seq = 64 if args.check else 128
+    if min(args.threads, args.steps, args.rounds, args.batch_size) < 1 or not 1 <= args.seq <= 128:
+        sys.exit("gpt_torch.py: --threads, --steps, --rounds and --batch-size must be 1 or more, "
+                 "--seq 1 to 128")
+    if not os.access(args.train, os.X_OK):
+        sys.exit(f"gpt_torch.py: {args.train} is not an executable (build it: "
+                 "ninja -C build solutions/12_transformer/train)")
+    return check(args) if args.check else bench(args)
+
+
+if __name__ == "__main__":
+    sys.exit(main())
