@@ -1,4 +1,4 @@
-// Private: the CUDA twin of scaling.cpp's CPU loop. Only called where MGPU_WITH_CUDA is
+// Private: the CUDA twin of scaling_kernels.cpp's CPU loop. Only called where MGPU_WITH_CUDA is
 // defined; the caller has checked every operand (floating, non-empty, one device).
 #pragma once
 

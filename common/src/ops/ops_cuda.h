@@ -34,7 +34,7 @@ void add_rowwise_cuda(Tensor& y, const Tensor& bias);
 void relu_cuda(Tensor& out, const Tensor& x);
 void relu_backward_cuda(Tensor& grad_in, const Tensor& grad_out, const Tensor& x);
 
-// reduce.cu
+// reductions.cu
 /// out ({} tensor, f32 or f64) <- sum (or mean) of all elements of x.
 void sum_all_cuda(Tensor& out, const Tensor& x, bool mean);
 /// x viewed as [outer, n, inner]; out[o, k] <- sum (or mean) over j of x[o, j, k].

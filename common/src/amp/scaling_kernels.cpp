@@ -1,4 +1,4 @@
-// GradScaler's kernels on the CPU (the CUDA twin is scaling.cu) and the scale update rule.
+// GradScaler's kernels on the CPU (the CUDA twin is scaling_kernels.cu) and the scale update rule.
 #include "mgpu/amp/scaling.h"
 
 #include <cmath>

@@ -1,4 +1,4 @@
-// CUDA twin of scaling.cpp's check_and_unscale_cpu: one pass that both finds non-finite
+// CUDA twin of scaling_kernels.cpp's check_and_unscale_cpu: one pass that both finds non-finite
 // gradients and unscales them, so the gradients are read from memory once, not twice.
 #include "amp/amp_cuda.h"
 #include "ops/cuda_util.cuh"
