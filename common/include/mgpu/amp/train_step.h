@@ -1,7 +1,8 @@
 /// @file train_step.h
 /// @brief One mixed-precision training step: autocast forward, fp32 loss, scaled backward,
-/// the scaler's step and update. Lesson 08's task 4 defines train_step (train_step.cpp);
-/// the library is built with its reference (solutions/08_mixed_precision/).
+/// the scaler's step and update. Lesson 08's task 4 defines train_step
+/// (train_step_mixed_precision.cpp); the library is built with its reference
+/// (solutions/08_mixed_precision/).
 #pragma once
 
 #include <string>

@@ -36,10 +36,10 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
   // loss, whether the optimizer stepped, the scale after update() and the logits (about 12
   // lines).
   MGPU_FAIL("TODO(task4): train_step is not written yet "
-            "(lessons/08_mixed_precision/train_step.cpp); batch ", x.str(), ", precision ",
-            precision_name(precision), ", optimizer ", optimizer.describe(), ", model ",
-            model.describe(), ", scale ", scaler.get_scale(), ", labels ", y.str(), ", loss ",
-            (loss_fn.probs().defined() ? "used before" : "not used yet"));
+            "(lessons/08_mixed_precision/train_step_mixed_precision.cpp); batch ", x.str(),
+            ", precision ", precision_name(precision), ", optimizer ", optimizer.describe(),
+            ", model ", model.describe(), ", scale ", scaler.get_scale(), ", labels ", y.str(),
+            ", loss ", (loss_fn.probs().defined() ? "used before" : "not used yet"));
   // TODO(task4) END
   return result;
 }
