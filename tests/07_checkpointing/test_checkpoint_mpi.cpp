@@ -9,7 +9,7 @@
 
 #include "shared_temp_dir.h"
 #include "mgpu/dist/dist.h"
-#include "resume_checks.h"
+#include "checkpointing_test_util.h"
 
 using mgpu::Tensor;
 using mgpu::testing::ToyOptimizer;

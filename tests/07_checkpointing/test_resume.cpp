@@ -1,6 +1,6 @@
 // Lesson 07, task 4: what a bit-identical resume needs (io::capture_training_state,
 // io::restore_training_state), in a world of 1 (no DDP wrapper).
-#include "resume_checks.h"
+#include "checkpointing_test_util.h"
 
 using mgpu::testing::ToyOptimizer;
 using mgpu::testing::ToyTraining;
