@@ -16,6 +16,7 @@
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
+#include "mgpu/perf/link_model.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::lesson04 {
@@ -68,16 +69,15 @@ struct Timing {
   double seconds = 0;
 };
 
-/// The alpha-beta model of one message: sending n bytes costs alpha + n * beta.
-struct AlphaBeta {
-  double alpha = 0;  ///< latency per message, seconds
-  double beta = 0;   ///< seconds per byte (1 / bandwidth)
-  double bandwidth_gbs() const { return beta > 0 ? 1e-9 / beta : 0; }
-};
+/// The alpha-beta model of one message: sending n bytes costs alpha + n * beta (alpha,
+/// seconds per message; beta, seconds per byte; bandwidth_gbs() = 1 / beta in GB/s). The
+/// library's (mgpu/perf/link_model.h), which lesson 09's performance model charges for
+/// communication.
+using perf::AlphaBeta;
 
-/// Provided: the ring all-reduce time the model predicts for n bytes on p ranks:
-/// T = 2(p-1) alpha + 2 (p-1)/p n beta.
-double ring_allreduce_seconds(const AlphaBeta& model, double bytes, int p);
+/// Provided by the library: the ring all-reduce time the model predicts for n bytes on p
+/// ranks: T = 2(p-1) alpha + 2 (p-1)/p n beta.
+using perf::ring_allreduce_seconds;
 
 /// Task 4. alpha and beta that make ring_allreduce_seconds fit `timings` (p ranks) best in
 /// the least-squares sense of *relative* error: minimize sum_i ((T_i - model_i) / T_i)^2.

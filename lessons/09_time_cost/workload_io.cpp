@@ -97,8 +97,7 @@ perf::AlphaBeta fit_link_from_csv(const std::string& path, int ranks) {
     for (std::string c; std::getline(cells, c, ',');) v.push_back(std::atof(c.c_str()));
     if (v.size() >= 5 && v[4] > 0) timings.push_back({v[0], 1e-6 * v[4]});  // library_us
   }
-  const lesson04::AlphaBeta fit = lesson04::fit_alpha_beta(timings, ranks);
-  return {fit.alpha, fit.beta};
+  return lesson04::fit_alpha_beta(timings, ranks);
 }
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {
