@@ -7,7 +7,7 @@ its build (the course's solutions/ and reference binaries with them), the course
 checkout, the submission and the folder that holds it (the class), and the grading
 user's home; the test binary and the course's mpirun reach it as files of its own launch
 folder, which is its working folder, and its /tmp is a folder of that launch, removed
-after it. Limits bound its memory (RLIMIT_DATA: what it allocates, not the address space
+after it (its /dev/shm is its own too). Limits bound its memory (RLIMIT_DATA: what it allocates, not the address space
 a GPU driver reserves), the size of each file it writes (RLIMIT_FSIZE), core dumps and,
 as uid 65534, its processes."""
 import os
@@ -137,8 +137,13 @@ class Confinement:
         lines += [f"{t['mount']} --bind {q(path)} {q(name)}" for path, name in binds]
         lines += [f"{t['mount']} -t tmpfs -o size=4k,mode=000 none {q(h)}" for h in self.hidden]
         lines += [f"{t['mount']} --bind tmp /tmp", f"mkdir {q(folder)}",
-                  f"{t['mount']} --no-canonicalize --rbind . {q(folder)}",
-                  f"{t['ip']} link set lo up", "set +e"]
+                  f"{t['mount']} --no-canonicalize --rbind . {q(folder)}"]
+        if os.path.isdir("/dev/shm"):
+            # Its own /dev/shm too: process ids repeat across pid namespaces, so two launches
+            # at once would name Open MPI's shared memory segments alike there.
+            size = f"{self.memory_mb}m" if self.memory_mb else "50%"
+            lines.append(f"{t['mount']} -t tmpfs -o mode=1777,size={size} none /dev/shm")
+        lines += [f"{t['ip']} link set lo up", "set +e"]
         limits = ["--core=0"]
         if self.memory_mb:
             limits.append(f"--data={self.memory_mb * MIB}")
