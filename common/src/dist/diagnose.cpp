@@ -2,6 +2,7 @@
 #include "diagnose.h"
 
 #include <algorithm>
+#include <fstream>
 #include <sstream>
 #include <vector>
 
@@ -48,6 +49,25 @@ std::string whereabouts(const RankProgress& p, int group) {
   return text;
 }
 
+// Whether rank `r`'s process is stopped or gone, read from /proc (Linux; ranks of this node):
+// "rank 2 (process 4711) is stopped (...)", or "" when it runs or is not known.
+std::string process_state(int r, const RankProgress& p) {
+  if (p.pid <= 0) return "";
+  const std::string pid = std::to_string(p.pid);
+  const std::string who = "rank " + std::to_string(r) + " (process " + pid + ")";
+  std::ifstream stat("/proc/" + pid + "/stat");
+  std::string text;
+  if (!stat || !std::getline(stat, text)) return who + " has exited";
+  const std::size_t paren = text.rfind(')');
+  const char state = paren != std::string::npos && paren + 2 < text.size() ? text[paren + 2] : '?';
+  if (state == 'T')
+    return who + " is stopped (by SIGSTOP, SIGTSTP or Ctrl-Z; `kill -CONT " + pid +
+           "` resumes it)";
+  if (state == 't') return who + " is stopped by a debugger (tracing stop)";
+  if (state == 'Z' || state == 'X') return who + " has exited";
+  return "";
+}
+
 // For a collective: which members have not reached it, and what each did instead.
 std::string who_is_behind(const OpSignature& sig) {
   if (sig.group >= kTrackedGroups)
@@ -63,11 +83,16 @@ std::string who_is_behind(const OpSignature& sig) {
     if (!p.readable || !g) {
       unread.push_back(r);
     } else if (g->issued < sig.seq) {
-      parts.push_back("rank " + std::to_string(r) + " has not reached it (" +
-                      whereabouts(p, sig.group) + ")");
+      const std::string state = process_state(r, p);
+      parts.push_back((state.empty() ? "rank " + std::to_string(r) : state + " and") +
+                      " has not reached it (" + whereabouts(p, sig.group) + ")");
     } else if (g->issued == sig.seq && !same_op(g->latest, as_published(sig))) {
       parts.push_back("rank " + std::to_string(r) + " issued " + describe_theirs(g->latest) +
                       " there instead");
+    } else {
+      // It issued this one (or later ones): stuck inside it only if it cannot run.
+      const std::string state = process_state(r, p);
+      if (!state.empty()) parts.push_back(state + " inside it");
     }
   }
   if (parts.empty())

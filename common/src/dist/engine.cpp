@@ -17,6 +17,7 @@
 #include "diagnose.h"
 #include "progress.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "mgpu/dist/log.h"
@@ -109,7 +110,7 @@ void CommEngine::begin_tracking(Pending& p) {
                                   std::chrono::duration<double>(timeout_s_));
   {
     std::lock_guard<std::mutex> lock(watch_mutex_);
-    in_flight_.push_back({p.work.get(), p.sig, deadline});
+    in_flight_.push_back({p.work.get(), p.sig, deadline, p.started});
   }
   watch_cv_.notify_all();
 }
@@ -121,6 +122,23 @@ void CommEngine::end_tracking(const WorkState* w, const OpSignature& sig) {
   in_flight_.remove_if([w](const Tracked& e) { return e.work == w; });
 }
 
+void CommEngine::compare(Pending& p) {
+  if (p.awaiting_peers) p.awaiting_peers = compare_with_peers(p.sig) > 0;
+}
+
+namespace {
+
+// An op that failed the comparison while MPI or NCCL may still write into its tensors: its
+// poll, which holds them, is kept for the rest of the process instead of freed under them.
+void keep_until_exit(Poll poll) {
+  static std::mutex mutex;
+  static auto* kept = new std::vector<Poll>();  // never freed, on purpose
+  std::lock_guard<std::mutex> lock(mutex);
+  kept->push_back(std::move(poll));
+}
+
+}  // namespace
+
 bool CommEngine::poll_outstanding() {
   bool any = false;
   for (auto it = outstanding_.begin(); it != outstanding_.end();) {
@@ -128,9 +146,26 @@ bool CommEngine::poll_outstanding() {
     bool done = false;
     try {
       done = it->poll();
+      // A mismatch found while the op runs (it may never complete) ends it now too.
+      try {
+        compare(*it);
+      } catch (...) {
+        if (!done) keep_until_exit(std::move(it->poll));
+        throw;
+      }
     } catch (...) {
       error = std::current_exception();
       done = true;
+      // An op that failed (MPI's truncation error, say) because the ranks disagreed on it:
+      // the mismatch is the error to report.
+      if (it->sig.is_collective()) {
+        try {
+          it->awaiting_peers = true;
+          compare(*it);
+        } catch (...) {
+          error = std::current_exception();
+        }
+      }
     }
     if (!done) {
       ++it;
@@ -189,8 +224,14 @@ void CommEngine::run() {
     Pending p{item.second, item.first.sig, {}, {}};
     begin_tracking(p);
     try {
-      if (p.sig.is_collective() && precheck_) precheck_(p.sig);
+      if (p.sig.is_collective()) {
+        if (precheck_) precheck_(p.sig);
+        // Always on: the members that issued it already must agree on what it is.
+        p.awaiting_peers = true;
+        compare(p);
+      }
       p.poll = item.first.start();
+      if (!p.poll) compare(p);  // completed already: the members that issued it since
     } catch (...) {
       end_tracking(p.work.get(), p.sig);
       item.first.start = nullptr;
@@ -219,9 +260,22 @@ void CommEngine::watch() {
     for (auto e = in_flight_.begin(); e != in_flight_.end(); ++e)
       if (e->deadline < earliest->deadline) earliest = e;
     // The message reads the other ranks' progress (diagnose.h) to name the ones behind.
-    if (std::chrono::steady_clock::now() >= earliest->deadline)
-      abort_job(timeout_message(earliest->sig, timeout_s_), 3);
-    const auto deadline = earliest->deadline;  // the list may change while we wait
+    const auto now = std::chrono::steady_clock::now();
+    if (now >= earliest->deadline) abort_job(timeout_message(earliest->sig, timeout_s_), 3);
+    // A collective in flight for a second is compared with the members' again: a rank
+    // inside a blocking MPI call cannot, and the members that found the mismatch when they
+    // issued it later did not run it, so it would wait for the timeout.
+    constexpr auto kLook = std::chrono::seconds(1);
+    for (const Tracked& e : in_flight_) {
+      if (!e.sig.is_collective() || now - e.started < kLook) continue;
+      try {
+        compare_with_peers(e.sig);
+      } catch (const std::exception& mismatch) {
+        abort_job(mismatch.what(), 3);
+      }
+    }
+    // The list may change while we wait.
+    const auto deadline = std::min(earliest->deadline, now + kLook);
     watch_cv_.wait_until(lock, deadline);
   }
 }

@@ -93,10 +93,16 @@ class CommEngine {
     OpSignature sig;
     Poll poll;
     std::chrono::steady_clock::time_point started;
+    /// Members of the node had not issued this collective when it started: compared with
+    /// theirs (compare_with_peers) while it runs and once it completes.
+    bool awaiting_peers = false;
   };
   void run();
   void watch();
   void begin_tracking(Pending& p);
+  /// Compares a collective with the other members' (progress.h) where `p` still awaits
+  /// some; throws on a mismatch.
+  static void compare(Pending& p);
   /// Takes the op off the watchdog's list and publishes a finished collective.
   void end_tracking(const WorkState* w, const OpSignature& sig);
   bool poll_outstanding();
@@ -115,6 +121,7 @@ class CommEngine {
     const WorkState* work;
     OpSignature sig;
     std::chrono::steady_clock::time_point deadline;
+    std::chrono::steady_clock::time_point started;
   };
   std::mutex watch_mutex_;
   std::condition_variable watch_cv_;

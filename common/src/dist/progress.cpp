@@ -11,6 +11,7 @@
 #include <cstring>
 #include <initializer_list>
 #include <mutex>
+#include <unistd.h>
 #include <utility>
 
 #include "mgpu/dist/runtime.h"
@@ -20,11 +21,54 @@ namespace mgpu::dist::detail {
 namespace {
 
 // A rank's record: a header, then one slot per tracked group.
-constexpr int kFinalizing = 0, kLatestGroup = 1, kHeader = 2;
+constexpr int kFinalizing = 0, kLatestGroup = 1, kPid = 2, kHeader = 3;
 // A slot: issued, done, kind, dtype, reduce, root, has_tensor, ndim, dims...
 constexpr int kIssued = 0, kDone = 1, kKind = 2, kDtype = 3, kReduce = 4, kRoot = 5,
               kHasTensor = 6, kNdim = 7, kDims = 8, kMaxDims = 4, kSlot = kDims + kMaxDims;
 constexpr int kRecord = kHeader + kTrackedGroups * kSlot;
+
+// After the record, read only in place by the ranks of the node: each rank's last
+// kHistory collectives per tracked group, an entry per sequence number modulo kHistory
+// (seq, what, root, numel), written and read with atomics (a sequence lock: seq is 0 while
+// the entry changes), so the always-on comparison costs a few loads per peer and no MPI call.
+constexpr int kHistory = 16, kEntry = 4;
+constexpr int kWhat = 1, kEntryRoot = 2, kNumel = 3;
+constexpr int kHistoryWords = kTrackedGroups * kHistory * kEntry;
+
+int entry(int group, std::int64_t seq) {
+  return kRecord + (group * kHistory + static_cast<int>(seq % kHistory)) * kEntry;
+}
+
+bool reduces(OpKind k) {
+  return k == OpKind::all_reduce || k == OpKind::reduce || k == OpKind::reduce_scatter;
+}
+bool has_root(OpKind k) { return k == OpKind::broadcast || k == OpKind::reduce; }
+
+// What every member must agree on: kind, dtype, reduce op (of reducing ops), root (of
+// rooted ones) and element count (a shape's dimensions may legitimately differ only where
+// the debug mode's full comparison would say so).
+std::int64_t what_word(const OpSignature& s) {
+  return static_cast<std::int64_t>(s.kind) | static_cast<std::int64_t>(s.dtype) << 8 |
+         static_cast<std::int64_t>(reduces(s.kind) ? s.reduce : ReduceOp::sum) << 16 |
+         static_cast<std::int64_t>(s.has_tensor) << 24;
+}
+std::int64_t root_word(const OpSignature& s) { return has_root(s.kind) ? s.root : -1; }
+std::int64_t numel_word(const OpSignature& s) { return s.has_tensor ? shape_numel(s.shape) : 0; }
+
+// A peer's entry as a signature, for the message (its shape as its element count).
+OpSignature entry_signature(std::int64_t seq, std::int64_t what, std::int64_t root,
+                            std::int64_t numel, int group) {
+  OpSignature o;
+  o.seq = seq;
+  o.group = group;
+  o.kind = static_cast<OpKind>(what & 0xff);
+  o.dtype = static_cast<DType>((what >> 8) & 0xff);
+  o.reduce = static_cast<ReduceOp>((what >> 16) & 0xff);
+  o.has_tensor = ((what >> 24) & 1) != 0;
+  o.root = static_cast<int>(root);
+  if (o.has_tensor) o.shape = Shape{numel};
+  return o;
+}
 
 struct Board {
   std::mutex mutex;  // one MPI lock at a time in this process; guards everything below
@@ -35,6 +79,9 @@ struct Board {
   std::int64_t* shared = nullptr;   // this rank's record in the window
   std::string missing = "dist::init() has not run";
   std::vector<std::vector<int>> groups;  // the registry: world ranks by group id
+  // Every rank's window memory on this node, by world rank (nullptr: another node).
+  std::vector<std::int64_t*> peer_base;
+  std::vector<std::int64_t> pid_of;  // by world rank, from the board (0: unknown)
 };
 
 Board& board() {
@@ -60,6 +107,7 @@ RankProgress decode(const std::vector<std::int64_t>& rec) {
   p.readable = true;
   p.finalizing = rec[kFinalizing] != 0;
   p.latest_group = static_cast<int>(rec[kLatestGroup]);
+  p.pid = rec[kPid];
   p.groups.resize(kTrackedGroups);
   for (int g = 0; g < kTrackedGroups; ++g) {
     const std::int64_t* s = rec.data() + slot(g);
@@ -105,8 +153,10 @@ void start_progress_board(MPI_Comm node) {
   MPI_Group_free(&node_group);
 
   void* base = nullptr;
-  int rc = MPI_Win_allocate_shared(sizeof(std::int64_t) * kRecord, sizeof(std::int64_t),
-                                   MPI_INFO_NULL, node, &base, &b.win);
+  b.local[kPid] = static_cast<std::int64_t>(getpid());
+  b.peer_base.assign(world.size(), nullptr);
+  int rc = MPI_Win_allocate_shared(sizeof(std::int64_t) * (kRecord + kHistoryWords),
+                                   sizeof(std::int64_t), MPI_INFO_NULL, node, &base, &b.win);
   if (rc != MPI_SUCCESS) {
     b.win = MPI_WIN_NULL;
     b.missing = "MPI could not create the shared-memory window: " + mpi_error_string(rc);
@@ -114,8 +164,20 @@ void start_progress_board(MPI_Comm node) {
   }
   MPI_Win_set_errhandler(b.win, MPI_ERRORS_RETURN);
   b.shared = static_cast<std::int64_t*>(base);
+  std::fill(b.shared + kRecord, b.shared + kRecord + kHistoryWords, 0);
   b.missing.clear();
   publish(b, {{0, kRecord}});
+  for (int r = 0; r < world_size(); ++r) {
+    if (b.node_rank_of[r] == MPI_UNDEFINED) continue;
+    MPI_Aint size = 0;
+    int disp = 0;
+    void* peer = nullptr;
+    if (MPI_Win_shared_query(b.win, b.node_rank_of[r], &size, &disp, &peer) == MPI_SUCCESS &&
+        size >= static_cast<MPI_Aint>(sizeof(std::int64_t) * (kRecord + kHistoryWords)))
+      b.peer_base[r] = static_cast<std::int64_t*>(peer);
+  }
+  // Every rank's history zeroed before any rank issues a collective.
+  MPI_Barrier(node);
 }
 
 void stop_progress_board() {
@@ -124,6 +186,7 @@ void stop_progress_board() {
   if (b.win != MPI_WIN_NULL) MPI_Win_free(&b.win);
   b.win = MPI_WIN_NULL;
   b.shared = nullptr;
+  b.peer_base.clear();
   b.missing = "dist::finalize() has run";
 }
 
@@ -197,6 +260,57 @@ void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
   std::copy(shape.begin(), shape.end(), s + kDims);
   b.local[kLatestGroup] = sig.group;
   publish(b, {{kLatestGroup, 1}, {slot(sig.group), kSlot}});
+  if (b.shared && sig.is_collective()) {
+    std::int64_t* e = b.shared + entry(sig.group, sig.seq);
+    __atomic_store_n(&e[0], std::int64_t{0}, __ATOMIC_RELAXED);
+    __atomic_thread_fence(__ATOMIC_RELEASE);
+    __atomic_store_n(&e[kWhat], what_word(sig), __ATOMIC_RELAXED);
+    __atomic_store_n(&e[kEntryRoot], root_word(sig), __ATOMIC_RELAXED);
+    __atomic_store_n(&e[kNumel], numel_word(sig), __ATOMIC_RELAXED);
+    __atomic_store_n(&e[0], sig.seq, __ATOMIC_RELEASE);
+  }
+}
+
+int compare_with_peers(const OpSignature& sig) {
+  Board& b = board();
+  if (!sig.is_collective() || sig.group < 0 || sig.group >= kTrackedGroups) return 0;
+  const std::int64_t mine[3] = {what_word(sig), root_word(sig), numel_word(sig)};
+  int unseen = 0, other_rank = -1;
+  OpSignature other;
+  {
+    std::lock_guard<std::mutex> lock(b.mutex);
+    if (!b.shared || sig.group >= static_cast<int>(b.groups.size())) return 0;
+    const int me = rank();
+    for (int r : b.groups[sig.group]) {
+      const std::int64_t* base = r == me ? nullptr : b.peer_base[r];
+      if (!base) continue;
+      const std::int64_t* e = base + entry(sig.group, sig.seq);
+      const std::int64_t seq = __atomic_load_n(&e[0], __ATOMIC_ACQUIRE);
+      const std::int64_t theirs[3] = {__atomic_load_n(&e[kWhat], __ATOMIC_RELAXED),
+                                      __atomic_load_n(&e[kEntryRoot], __ATOMIC_RELAXED),
+                                      __atomic_load_n(&e[kNumel], __ATOMIC_RELAXED)};
+      __atomic_thread_fence(__ATOMIC_ACQUIRE);
+      if (seq != sig.seq || __atomic_load_n(&e[0], __ATOMIC_RELAXED) != seq) {
+        // Not issued there yet (or being written); an entry kHistory collectives ahead
+        // already has replaced this one, and is not waited for.
+        if (seq < sig.seq) ++unseen;
+        continue;
+      }
+      if (std::equal(mine, mine + 3, theirs)) continue;
+      other_rank = r;
+      other = entry_signature(seq, theirs[0], theirs[1], theirs[2], sig.group);
+      break;
+    }
+  }
+  if (other_rank < 0) return unseen;
+  OpSignature self = sig;
+  self.backend.clear();
+  MGPU_FAIL("Detected mismatch between collectives on ranks. Rank ", rank(),
+            " is running collective: ", self.describe(), ", but Rank ", other_rank,
+            " is running collective: ", other.describe(), " (", sig.backend, " backend, ",
+            group_label(sig.group), "). Every rank must issue the same collectives in the same "
+            "order with the same dtypes, element counts and reduce ops; the result here would "
+            "be wrong, so the op fails");
 }
 
 void note_done(const OpSignature& sig) {

@@ -33,6 +33,7 @@ struct RankProgress {
   bool readable = false;    ///< false: the rank is on another node, or there is no board
   bool finalizing = false;  ///< it has entered dist::finalize()
   int latest_group = -1;    ///< group of the latest collective it issued (-1: none)
+  std::int64_t pid = 0;     ///< its process id (0: unknown)
   std::vector<GroupProgress> groups;  ///< by group id; kTrackedGroups entries when readable
   /// The record of group `id`, or nullptr when it is not tracked.
   const GroupProgress* on(int id) const;
@@ -63,6 +64,13 @@ OpSignature as_published(OpSignature sig);
 /// Publishes that this rank issued collective `sig` on group sig.group. With `counts`, also
 /// returns how many collectives this rank had issued on each tracked group before it.
 void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts);
+/// Always on, for a collective this rank issued: compares its kind, dtype, reduce op, root
+/// and element count with what the group's other members on this node issued as the same
+/// number (read in place from the board, no MPI call). Throws mgpu::Error with PyTorch's
+/// words ("Detected mismatch between collectives on ranks. Rank 0 is running collective:
+/// ..., but Rank 1 is running collective: ...") on a difference. Returns how many members
+/// have not issued it yet (to compare again later); ranks on other nodes are not compared.
+int compare_with_peers(const OpSignature& sig);
 /// Publishes that collective `sig` completed (or failed) on this rank.
 void note_done(const OpSignature& sig);
 /// The record of world rank `r` (this rank's own comes from memory).

@@ -9,7 +9,13 @@
 //   dist_fault_probe mismatch   the last rank's tensor has another shape (MGPU_DIST_DEBUG=1)
 //   dist_fault_probe crossgroup the others all-reduce on group A, the last rank on group B
 //                               (MGPU_DIST_DEBUG=1: the order across groups differs)
+//   dist_fault_probe dtype      the last rank all-reduces f64[128], the others f32[256] (the
+//                               same bytes: MPI returns garbage; caught without debug mode)
+//   dist_fault_probe reduceop   the last rank all-reduces with max, the others with sum
+//   dist_fault_probe stop       the last rank issues all_reduce #2, then stops (SIGSTOP):
+//                               the others' timeout names it as stopped
 #include <chrono>
+#include <csignal>
 #include <cstring>
 #include <thread>
 
@@ -79,6 +85,31 @@ int main(int argc, char** argv) {
       dist::log_all("error: the collectives on different groups went unnoticed");
       return 0;
     }
+    if (std::strcmp(mode, "dtype") == 0 || std::strcmp(mode, "reduceop") == 0) {
+      const bool dtype = std::strcmp(mode, "dtype") == 0;
+      Tensor t = dtype && last ? Tensor::from_vector(std::vector<double>(128, 1.0), {128})
+                               : Tensor::from_vector(std::vector<float>(256, 1.0f), {256});
+      for (int i = 0; i < 3; ++i) pg->all_reduce(t).wait();  // agreed: no complaint
+      pg->all_reduce(t, !dtype && last ? dist::ReduceOp::max : dist::ReduceOp::sum).wait();
+      dist::log_all("error: the ", mode, " mismatch went unnoticed");
+      return 0;
+    }
+    if (std::strcmp(mode, "stop") == 0) {
+      Tensor t = Tensor::from_vector(std::vector<float>(1000, 1.0f), {1000});
+      pg->all_reduce(t).wait();
+      if (last) {
+        dist::log_all("stopping myself (SIGSTOP) inside all_reduce #2 on purpose");
+        dist::Work w = pg->all_reduce(t);
+        std::raise(SIGSTOP);
+        w.wait();
+        wait_for_abort();  // resumed by mpirun's SIGCONT on its way to ending the job
+      } else {
+        pg->all_reduce(t).wait();
+        pg->all_reduce(t).wait();
+      }
+      dist::log_all("error: the stopped rank went unnoticed");
+      return 0;
+    }
     if (std::strcmp(mode, "mismatch") == 0) {
       std::int64_t n = last ? 12 : 10;
       Tensor t = Tensor::from_vector(std::vector<float>(n, 1.0f), {n});
@@ -90,6 +121,6 @@ int main(int argc, char** argv) {
     dist::log_error(e.what());
     return 1;
   }
-  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|mismatch|crossgroup");
+  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|mismatch|crossgroup|dtype|reduceop|stop");
   return 2;
 }

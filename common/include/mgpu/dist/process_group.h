@@ -20,10 +20,16 @@
 /// default 300 s) ends the whole job with one line naming the rank, the op, its sequence
 /// number, shape and group, and the ranks of this machine that have not reached it, each
 /// with the last collective it issued there (the ranks publish their progress in shared
-/// memory). With MGPU_DIST_DEBUG=1 the ranks compare each collective (sequence number, op,
-/// dtype, shape) before running it and report the first divergence, also one across
-/// groups: every rank must issue its collectives, over all groups, in one order, as NCCL
-/// requires. Messages number groups in the order the program created them: group 0 first.
+/// memory), and a rank of this machine that is stopped (SIGSTOP, a debugger) or gone.
+/// Always on: each rank compares every collective's op, dtype, reduce op, root and element
+/// count with what the other ranks of its machine issued as the same number (a few loads
+/// from that shared memory, no message), and a difference fails the op on the ranks that
+/// see it with PyTorch's "Detected mismatch between collectives on ranks" (a rank already
+/// inside the op ends the job within a second). With MGPU_DIST_DEBUG=1 the ranks compare
+/// each collective (sequence number, op, dtype, shape) before running it, across machines
+/// too, and report the first divergence, also one across groups: every rank must issue its
+/// collectives, over all groups, in one order, as NCCL requires. Messages number groups in
+/// the order the program created them: group 0 first.
 #pragma once
 
 #include <memory>
