@@ -13,6 +13,13 @@ file that lesson 12's `train --export` writes.
       tokens/s of both, interleaved in one run (mgpu, PyTorch, mgpu, PyTorch, ...) on the same
       threads and batch: each round runs --steps training steps of a fresh model on each
       side; medians with min and max, the ratio of the medians, and the load average.
+  python3 bench/gpt_torch.py --train build-gpu/solutions/12_transformer/train --device cuda \
+      --precision bf16      the same pair on the GPU (tools/gpu-check runs it), with each
+      side's model FLOP utilisation (MFU) against the GPU's dense peak for the precision.
+
+FLOPs are counted as PaLM's appendix does: 6 per weight of every matrix product per token
+(the blocks' 12·L·C² and the tied head's V·C), plus 12·L·C·T per token for attention's two
+batched products (the masked half counted too).
 
 It needs an interpreter that imports torch: on Debian that is /usr/bin/python3 with the
 python3-torch package. Started by another python3 without torch, it runs itself again with
@@ -197,22 +204,47 @@ def check(args):
 
 # ---- tokens per second, interleaved ---------------------------------------------------------
 
+def flops_per_token(vocab_size, seq, n_layer=4, n_embd=128):
+    """A training step's FLOPs per token (see the file comment)."""
+    return 6 * (12 * n_layer * n_embd ** 2 + vocab_size * n_embd) + 12 * n_layer * n_embd * seq
+
+
+# Dense peak FLOP/s (no sparsity) of the GPUs tools/gpu-check runs on, by precision: fp32 on
+# the CUDA cores (neither side's fp32 GEMMs use TF32), bf16 on the tensor cores.
+PEAK = {"H100": {"fp32": 67e12, "bf16": 989e12}, "H200": {"fp32": 67e12, "bf16": 989e12}}
+
+
+def peak_flops(device, precision):
+    if device.type != "cuda":
+        return None
+    name = torch.cuda.get_device_name(device)
+    for key, peaks in PEAK.items():
+        if key in name:
+            return peaks[precision]
+    return None
+
+
 def torch_tokens_per_s(args, vocab_size):
     """One round of PyTorch: --steps steps of a fresh model, timed from the first (as train's)."""
     torch.manual_seed(0)
-    model = gpt_tiny(vocab_size)
+    device = torch.device(args.device)
+    model = gpt_tiny(vocab_size).to(device)
     optimizer = torch.optim.AdamW(model.parameters(), lr=1e-3, betas=(0.9, 0.99), eps=1e-8,
                                   weight_decay=0.0)
     g = torch.Generator().manual_seed(0)
-    batches = [torch.randint(vocab_size, (args.batch_size, args.seq + 1), generator=g)
+    batches = [torch.randint(vocab_size, (args.batch_size, args.seq + 1), generator=g).to(device)
                for _ in range(args.steps)]
+    sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
+    sync()
     start = time.perf_counter()
     for b in batches:
         x, y = b[:, :-1], b[:, 1:]
         optimizer.zero_grad(set_to_none=True)
-        logits = model(x)
-        F.cross_entropy(logits.reshape(-1, vocab_size), y.reshape(-1)).backward()
+        with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
+            logits = model(x)
+        F.cross_entropy(logits.float().reshape(-1, vocab_size), y.reshape(-1)).backward()
         optimizer.step()
+    sync()
     return args.batch_size * args.seq * args.steps / (time.perf_counter() - start)
 
 
@@ -220,7 +252,7 @@ def mgpu_tokens_per_s(args, env):
     """One round of mgpu: train's final line's tokens_per_s (training steps only)."""
     cmd = [args.train, "--data", "synthetic", "--steps", str(args.steps), "--eval-every", "0",
            "--eval-batches", "1", "--batch-size", str(args.batch_size), "--seq", str(args.seq),
-           "--threads", str(args.threads), "--precision", "fp32", "--device", "cpu"]
+           "--threads", str(args.threads), "--precision", args.precision, "--device", args.device]
     r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
     m = re.search(r"^final: .*tokens_per_s=([0-9.]+)", r.stdout, re.M)
     if r.returncode != 0 or not m:
@@ -240,8 +272,11 @@ def load():
 def bench(args):
     torch.set_num_threads(args.threads)
     env = dict(os.environ, OMP_NUM_THREADS=str(args.threads))
+    device = torch.device(args.device)
+    where = (torch.cuda.get_device_name(device) if device.type == "cuda"
+             else f"CPU, {args.threads} thread(s) each")
     print(f"gpt-tiny (4 layers, 4 heads, C = 128), batch {args.batch_size} x {args.seq} tokens, "
-          f"fp32, CPU, {args.threads} thread(s) each; {args.rounds} rounds of {args.steps} steps, "
+          f"{args.precision}, {where}; {args.rounds} rounds of {args.steps} steps, "
           f"mgpu and PyTorch {torch.__version__} interleaved")
     print(f"load average (1, 5, 15 min) before: {load()}", flush=True)
     ours, theirs = [], []
@@ -253,8 +288,13 @@ def bench(args):
         theirs.append(b)
         print(f"round {r + 1}: mgpu {a:8.0f} tokens/s   PyTorch {b:8.0f} tokens/s", flush=True)
     print(f"load average after: {load()}")
+    flops = flops_per_token(vocab, args.seq)
+    peak = peak_flops(device, args.precision)
     for name, v in (("mgpu", ours), ("PyTorch", theirs)):
-        print(f"{name:8} median {statistics.median(v):8.0f} tokens/s (min {min(v):.0f}, max {max(v):.0f})")
+        m = statistics.median(v)
+        mfu = f", MFU {100 * m * flops / peak:.1f}% of {peak / 1e12:.0f} TFLOP/s" if peak else ""
+        print(f"{name:8} median {m:8.0f} tokens/s (min {min(v):.0f}, max {max(v):.0f}); "
+              f"{m * flops / 1e9:.1f} GFLOP/s at {flops / 1e6:.2f} MFLOP per token{mfu}")
     print(f"mgpu / PyTorch: {statistics.median(ours) / statistics.median(theirs):.2f}x (medians)")
     return 0
 
@@ -265,6 +305,9 @@ def main():
     p.add_argument("--train", required=True, help="lesson 12's train program (build/solutions/12_transformer/train)")
     p.add_argument("--check", action="store_true", help="the agreement test instead of the benchmark")
     p.add_argument("--threads", type=int, default=2, help="CPU threads of each side")
+    p.add_argument("--device", default="cpu", help="bench: cpu, cuda or cuda:N (--check: the CPU)")
+    p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],
+                   help="bench: the GEMMs' dtype (bf16: train --precision bf16, torch.autocast)")
     p.add_argument("--steps", type=int, default=None, help="steps (check: 20; bench: 10 per round)")
     p.add_argument("--rounds", type=int, default=5, help="bench rounds, each mgpu then PyTorch")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per step (check: 8; bench: 32)")
@@ -280,6 +323,11 @@ def main():
     if min(args.threads, args.steps, args.rounds, args.batch_size) < 1 or not 1 <= args.seq <= 128:
         sys.exit("gpt_torch.py: --threads, --steps, --rounds and --batch-size must be 1 or more, "
                  "--seq 1 to 128")
+    if args.device != "cpu" and not args.device.startswith("cuda"):
+        sys.exit(f"gpt_torch.py: --device {args.device}: cpu, cuda or cuda:N")
+    if args.device != "cpu" and not torch.cuda.is_available():
+        print(f"SKIPPED: --device {args.device}, but this PyTorch sees no GPU")
+        sys.exit(77)
     if not os.access(args.train, os.X_OK):
         sys.exit(f"gpt_torch.py: {args.train} is not an executable (build it: "
                  "ninja -C build solutions/12_transformer/train)")

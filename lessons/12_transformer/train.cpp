@@ -8,6 +8,7 @@
 //   build/solutions/12_transformer/train --recompute full --steps 20         (memory per step)
 //   ... --checkpoint-dir /tmp/gpt --save-every 500, later the same with --resume auto
 #include <algorithm>
+#include <ctime>
 #include <cstdio>
 #include <memory>
 #include <string>
@@ -29,8 +30,10 @@ namespace l12 = mgpu::lesson12;
 
 int train(const l12::GptFlags& f) {
   // Step 0) the device, the threads, and a CPU group for the checkpoints' collective save.
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);  // lines in order with stderr's, also in a pipe
   if (f.threads > 0) set_num_threads(f.threads);
   const Device device = Device::parse(f.device);
+  (void)Tensor::zeros({1}, DType::f32, device);  // an unusable --device fails here, first
   std::shared_ptr<dist::ProcessGroup> group = app::quiet_cpu_group();
   const double start_s = app::now_s();
   app::Trace trace;
@@ -77,10 +80,13 @@ int train(const l12::GptFlags& f) {
   app::ProgressLine progress;
   progress.start_epoch(0, 1, f.steps);
   const double base_bytes = static_cast<double>(memory_stats(device).allocated);
-  double peak_step_bytes = 0, train_s = 0, val_loss = 0;
+  // train_cpu_s: CPU time of every thread of the process (on a shared machine the wall
+  // time of a step depends on what else runs; its CPU time much less).
+  double peak_step_bytes = 0, train_s = 0, train_cpu_s = 0, val_loss = 0;
   std::int64_t trained_steps = 0;
   for (std::int64_t step = first_step; step < f.steps; ++step) {
     const double t0 = app::now_s();
+    const std::clock_t c0 = std::clock();
     const double lr = l12::learning_rate(f, step);
     optimizer.set_lr(lr);
     // Step 4) the batch: inputs and the same tokens shifted by one.
@@ -101,6 +107,7 @@ int train(const l12::GptFlags& f) {
       peak_step_bytes = std::max(
           peak_step_bytes, static_cast<double>(memory_stats(device).peak_allocated) - step_base);
     train_s += app::now_s() - t0;
+    train_cpu_s += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
     ++trained_steps;
     exported.record(step, b, lr, loss);
     window.sum += loss;
@@ -118,14 +125,16 @@ int train(const l12::GptFlags& f) {
       const double train_loss = window.close();
       const double tokens_per_s = seq_per_s * static_cast<double>(f.seq);
       const double step_ms = 1e3 * train_s / static_cast<double>(trained_steps);
+      const double step_cpu_ms = 1e3 * train_cpu_s / static_cast<double>(trained_steps);
       std::printf("step %lld/%lld: lr=%.3g train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f "
-                  "step_ms=%.1f time_s=%.1f\n",
+                  "step_ms=%.1f step_cpu_ms=%.1f time_s=%.1f\n",
                   static_cast<long long>(step + 1), static_cast<long long>(f.steps), lr,
-                  train_loss, val_loss, tokens_per_s, step_ms, app::now_s() - start_s);
+                  train_loss, val_loss, tokens_per_s, step_ms, step_cpu_ms, app::now_s() - start_s);
       std::fflush(stdout);
       metrics.write({{"step", static_cast<double>(step + 1)}, {"lr", lr},
                      {"train_loss", train_loss}, {"val_loss", val_loss},
                      {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
+                     {"step_cpu_ms", step_cpu_ms},
                      {"time_s", app::now_s() - start_s}});
     }
     // Step 7) a checkpoint every --save-every steps, and at the end.
@@ -156,6 +165,7 @@ int train(const l12::GptFlags& f) {
                 static_cast<long long>(f.sample), f.temperature,
                 static_cast<unsigned long long>(f.seed), text.c_str());
   }
+  app::log_weights_fingerprint(model);  // a resumed run ends with the same bits
   trace.write();
   const double tokens_per_s =
       train_s > 0 ? static_cast<double>(trained_steps * f.batch * f.seq) / train_s : 0.0;
