@@ -3,10 +3,11 @@
 // and writes a few lines in the style it learnt. Your attention (tasks 1 and 2) and your
 // recomputation (task 3) run in build/lessons/; the reference in build/solutions/.
 //
-//   build/solutions/12_transformer/train --steps 2000 --sample 500          (the chapter's run)
-//   build/solutions/12_transformer/train --data synthetic --steps 200        (no download)
-//   build/solutions/12_transformer/train --recompute full --steps 20         (memory per step)
-//   ... --checkpoint-dir /tmp/gpt --save-every 500, later the same with --resume auto
+//   build/solutions/12_transformer/train --sample 600                         (the chapter's run)
+//   build/solutions/12_transformer/train --data synthetic --steps 200         (no download)
+//   build/solutions/12_transformer/train --recompute full --steps 6 --batch-size 32
+//                                                              (a step's memory and time)
+//   ... --checkpoint-dir /tmp/gpt --save-every 100, later the same with --resume auto
 #include <algorithm>
 #include <ctime>
 #include <cstdio>

@@ -32,16 +32,16 @@ namespace mgpu::lesson12 {
 /// The program's flags (its own set: a language model has no test accuracy or epochs).
 struct GptFlags {
   std::string data = "shakespeare";  ///< shakespeare | synthetic | a text file
-  std::int64_t steps = 2000;         ///< optimizer steps
-  std::int64_t batch = 32;           ///< sequences per step
+  std::int64_t steps = 600;          ///< optimizer steps
+  std::int64_t batch = 8;            ///< sequences per step
   std::int64_t seq = 128;            ///< tokens per sequence (<= block_size)
-  double lr = 2e-3;                  ///< peak learning rate
+  double lr = 3e-3;                  ///< peak learning rate
   double min_lr_share = 0.1;         ///< the cosine ends at lr x this
-  std::int64_t warmup = 100;         ///< linear warm-up steps
+  std::int64_t warmup = 30;          ///< linear warm-up steps
   double weight_decay = 0.0;         ///< AdamW's decoupled decay
   std::pair<double, double> betas{0.9, 0.99};  ///< AdamW's (beta1, beta2)
-  std::int64_t eval_every = 250;     ///< steps between validation losses (0: at the end only)
-  std::int64_t eval_batches = 20;    ///< validation batches per evaluation
+  std::int64_t eval_every = 100;     ///< steps between validation losses (0: at the end only)
+  std::int64_t eval_batches = 40;    ///< validation batches per evaluation
   std::int64_t sample = 0;           ///< characters to generate at the end
   double temperature = 0.8;          ///< sampling temperature (0: the likeliest character)
   std::uint64_t seed = 0;            ///< initial weights, batches, sampling
