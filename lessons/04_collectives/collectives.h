@@ -3,10 +3,10 @@
 /// cost model fitted to measurements. The graded tests compile against exactly these
 /// declarations.
 ///
-///   task 1  ring_reduce_scatter   (ring.cpp)        p-1 steps: pass a chunk right, add the one from the left
-///   task 2  ring_all_gather       (ring.cpp)        p-1 steps: pass the finished chunks around
-///   task 3  ring_all_reduce       (ring.cpp)        the two, one after the other
-///   task 4  fit_alpha_beta        (alpha_beta.cpp)  least squares on (bytes, seconds)
+///   task 1  ring_reduce_scatter  (ring_reduce_scatter.cpp)  p-1 steps: pass a chunk right, add the one from the left
+///   task 2  ring_all_gather      (ring_all_gather.cpp)      p-1 steps: pass the finished chunks around
+///   task 3  ring_all_reduce      (ring_all_reduce.cpp)      the two, one after the other
+///   task 4  fit_alpha_beta       (alpha_beta.cpp)           least squares on (bytes, seconds)
 ///
 /// The ring functions use only ProcessGroup::send and ProcessGroup::recv (the tests hand
 /// them a group that counts the messages and refuses every collective).
@@ -43,7 +43,7 @@ Tensor chunk(const Tensor& flat, int p, int i);
 /// dtypes also on CUDA). The reduction step of the ring.
 void add_into(const Tensor& dst, const Tensor& src);
 
-// ---- Tasks 1-3: the ring (ring.cpp) -----------------------------------------------------------
+// ---- Tasks 1-3: the ring (ring_reduce_scatter.cpp, ring_all_gather.cpp, ring_all_reduce.cpp) -
 
 /// Task 1. In place. On entry every rank holds its own `data` (same shape and dtype on
 /// every rank); on return, chunk r (chunk_range(data.numel(), p, r)) of rank r's data holds

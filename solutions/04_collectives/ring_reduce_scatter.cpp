@@ -1,10 +1,11 @@
-// Lesson 04, tasks 1-3: ring all-reduce from point-to-point messages.
+// Lesson 04, task 1: ring reduce-scatter from point-to-point messages.
 //
 // The p ranks form a ring: rank r sends to rank r+1 and receives from rank r-1 (modulo p).
 // The data is cut into p chunks. Reduce-scatter walks each chunk once around the ring,
 // every rank adding its own piece on the way, so that after p-1 steps rank r holds the
-// finished sum of chunk r. All-gather walks the finished chunks around once more. Every
-// step every rank sends one chunk and receives one, so all links are busy all the time.
+// finished sum of chunk r. Every step every rank sends one chunk and receives one, so all
+// links are busy all the time. The all-gather (task 2, ring_all_gather.cpp) then walks the
+// finished chunks around once more.
 #include "collectives.h"
 
 #include "mgpu/dist/work.h"
@@ -40,36 +41,6 @@ void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
     add_into(target, buf);
   }
   // TODO(task1) END
-}
-
-void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
-  const int p = pg.size(), r = pg.rank();
-  [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
-  Tensor flat = data.reshape({-1});
-  // What you have: chunk(flat, p, i); pg.send(t, to) and pg.recv(t, from) -> a Work; wait().
-  // TODO(task2) BEGIN: the all-gather of chapter §3 in p-1 steps: every finished chunk walks
-  // once around the ring, each received chunk landing straight in its place in `flat`.
-  // Invariant: after step s a rank holds s+2 finished chunks; both messages of a step are
-  // posted before either is waited for. (about 6 lines)
-  for (int s = 0; s < p - 1; ++s) {
-    dist::Work sent = pg.send(chunk(flat, p, r - s), right);
-    dist::Work received = pg.recv(chunk(flat, p, r - s - 1), left);
-    sent.wait();
-    received.wait();
-  }
-  // TODO(task2) END
-}
-
-void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
-  // What you have: ring_reduce_scatter and ring_all_gather (tasks 1 and 2); data.numel(),
-  // pg.size().
-  // TODO(task3) BEGIN: every rank's data becomes the elementwise sum over all ranks, in place,
-  // with 2(p-1) chunks sent per rank (chapter §3); an empty tensor or a world of one needs no
-  // message at all. (about 3 lines)
-  if (data.numel() == 0 || pg.size() == 1) return;
-  ring_reduce_scatter(pg, data);
-  ring_all_gather(pg, data);
-  // TODO(task3) END
 }
 
 }  // namespace mgpu::lesson04
