@@ -1,0 +1,190 @@
+/// @file parallel_block.h
+/// @brief A GPT block split over a tensor-parallel group, as Megatron-LM splits it
+/// (Shoeybi et al. 2019), with optional sequence parallelism (Korthikanti et al. 2022).
+///
+/// Attention is split by heads: rank r of P owns heads [r·H/P, (r+1)·H/P), the matching
+/// rows of c_attn's q, k and v parts (column-parallel) and the matching columns of c_proj
+/// (row-parallel). The MLP is lesson 11's: c_fc column-parallel, GELU, c_proj row-parallel.
+/// Each sub-block (attention, MLP) communicates exactly once in the forward and once in the
+/// backward:
+///
+///   tensor parallel (TP):  x whole on every rank
+///     forward:  ln -> [f: identity] -> column -> ... -> row -> [g: all-reduce] -> + bias
+///     backward: the mirror: g's identity, then f's all-reduce of the input's gradient
+///   sequence parallel (SP): the block's input and output cut along T (rank r keeps tokens
+///     [r·T/P, (r+1)·T/P)); the LayerNorms and residual sums see only those tokens
+///     forward:  ln -> [all-gather along T] -> column -> ... -> row -> [reduce-scatter along T]
+///     backward: all-gather of the output's gradient, reduce-scatter of the input's
+///
+/// Under SP each rank's LayerNorm weights and biases, and the row-parallel biases, see only
+/// its tokens: their gradients are partial and must be summed over the group
+/// (all_reduce_replicated_grads). Parameters keep the unsplit block's names.
+#pragma once
+
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/dist/process_group.h"
+#include "mgpu/nn/gpt.h"
+#include "mgpu/nn/module.h"
+#include "mgpu/parallel/tp/tensor_parallel.h"
+#include "mgpu/tensor.h"
+
+namespace mgpu::parallel::tp {
+
+/// The row-parallel half of a Megatron pair without its communication: parameters
+/// "weight" [out, in_r] (columns in_r of the full layer's) and "bias" [out] (whole,
+/// replicated). forward gives this rank's partial product x_r W_r^T and adds no bias: the
+/// owner adds it once, after the sum over the group.
+class RowShardLinear : public nn::Module {
+ public:
+  /// Columns shard_range(in, P, r) of `full`'s weight and its whole bias (it must have one).
+  RowShardLinear(nn::Linear& full, ShardRange input_range);
+  /// x_r [N, in_r] -> [N, out], a partial sum. No communication, no bias.
+  Tensor forward(const Tensor& x) override;
+  /// dy [N, out] -> dx_r [N, in_r]; adds the weight's gradient (not the bias's).
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<nn::Module> clone() const override;
+  std::string describe() const override;
+  /// W_r [out, in_r].
+  nn::Parameter& weight() { return parameter_at(0); }
+  /// b [out], the same on every rank.
+  nn::Parameter& bias() { return parameter_at(1); }
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  RowShardLinear(const RowShardLinear&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  nn::SavedContexts<Tensor> saved_;
+  std::int64_t in_ = 0, out_ = 0;
+};
+
+/// This rank's heads of a CausalSelfAttention: children "c_attn" (Linear(C, 3·C/P), the
+/// q, k and v rows of its heads) and "c_proj" (RowShardLinear over the same C/P features).
+/// Input [B, T, C] (whole), output [B, T, C]: a partial sum, before the group's sum and the
+/// bias. No communication. Throws when P does not divide the head count.
+class ParallelSelfAttention : public nn::Module {
+ public:
+  /// Cuts `full` for rank group.rank() of group.size().
+  ParallelSelfAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<nn::Module> clone() const override;
+  std::string describe() const override;
+  /// Heads this rank owns (n_head / P).
+  std::int64_t local_heads() const { return heads_; }
+  /// The heads [begin, end) this rank owns.
+  ShardRange head_range() const { return heads_range_; }
+  /// The output projection, whose bias the owner adds after the sum.
+  RowShardLinear& c_proj() { return static_cast<RowShardLinear&>(*child_at(1)); }
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  ParallelSelfAttention(const ParallelSelfAttention&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
+
+ private:
+  struct Saved {
+    Tensor q, k, v, probs;
+    std::int64_t batch = 0, time = 0;
+  };
+  std::int64_t embd_ = 0, heads_ = 0, head_dim_ = 0;
+  ShardRange heads_range_;
+  nn::SavedContexts<Saved> saved_;
+};
+
+/// This rank's slice of a GPT MLP: "c_fc" (Linear(C, 4C/P), rows of the full c_fc),
+/// "gelu", "c_proj" (RowShardLinear). [B, T, C] whole in, a partial sum out.
+class ParallelMLP : public nn::Module {
+ public:
+  /// Cuts `full` (its hidden features by shard_range(4C, P, r)).
+  ParallelMLP(nn::MLP& full, dist::ProcessGroup& group);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<nn::Module> clone() const override;
+  std::string describe() const override;
+  /// The output projection, whose bias the owner adds after the sum.
+  RowShardLinear& c_proj() { return static_cast<RowShardLinear&>(*child_at(2)); }
+
+ protected:
+  /// Copies everything.
+  ParallelMLP(const ParallelMLP&) = default;
+
+ private:
+  std::int64_t embd_ = 0;
+};
+
+/// A GPT block over a tensor-parallel group: children "ln_1" (replicated), "attn"
+/// (ParallelSelfAttention), "ln_2" (replicated), "mlp" (ParallelMLP), named as the full
+/// block's. Without SP: input and output [B, T, C], whole on every rank; 2 all-reduces of
+/// B·T·C values in the forward and 2 in the backward. With SP: input and output
+/// [B, T/P, C], this rank's tokens (P must divide T); 2 all-gathers and 2 reduce-scatters
+/// of B·T·C values (the gathered side) each way.
+class ParallelBlock : public nn::Module {
+ public:
+  /// Cuts `full` for rank group.rank() of group.size(); `group` must outlive the block.
+  ParallelBlock(nn::Block& full, dist::ProcessGroup& group, bool sequence_parallel = false);
+  Tensor forward(const Tensor& x) override;
+  Tensor backward(const Tensor& grad_out) override;
+  std::shared_ptr<nn::Module> clone() const override;
+  std::string describe() const override;
+  /// Whether the LayerNorm regions are cut along the sequence.
+  bool sequence_parallel() const { return sp_; }
+  /// The tensor-parallel group.
+  dist::ProcessGroup& group() const { return *group_; }
+  /// The dotted names of the parameters every rank holds whole (the LayerNorms and the
+  /// row-parallel biases): under SP their gradients are partial over the group.
+  std::vector<std::string> replicated_parameter_names();
+
+ protected:
+  /// Copies everything (clone() then drops the saved contexts).
+  ParallelBlock(const ParallelBlock&) = default;
+
+ private:
+  // One residual branch: ln (child i), then the split sub-block (child i + 1), whose
+  // partial output is summed over the group (all-reduce, or reduce-scatter under SP).
+  Tensor branch_forward(std::size_t i, RowShardLinear& proj, const Tensor& x);
+  Tensor branch_backward(std::size_t i, RowShardLinear& proj, const Tensor& grad_out);
+  dist::ProcessGroup* group_;
+  bool sp_ = false;
+};
+
+/// x [B, T, C] (whole) -> this rank's tokens [B, T/P, C]: [r·T/P, (r+1)·T/P). No
+/// communication; throws unless P divides T.
+Tensor scatter_sequence(const Tensor& x, dist::ProcessGroup& group);
+/// The inverse: every rank's [B, T/P, C] -> [B, T, C] on every rank (one all-gather).
+Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group);
+/// x [B, T, C], a partial sum on every rank -> this rank's tokens of the group's sum,
+/// [B, T/P, C] (one reduce-scatter).
+Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group);
+
+/// Sums the gradients of the parameters named in `names` over `group`, in one all-reduce
+/// of their concatenation: what SP needs for the LayerNorms and the row-parallel biases
+/// (each rank saw only its own tokens). Forgetting it leaves every replica with a
+/// different, partial gradient, and the replicas drift apart after the first step.
+void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::string>& names,
+                                 dist::ProcessGroup& group);
+
+/// The padded vocabulary: the smallest multiple of P at or above `vocab` (Megatron pads
+/// so every rank owns vocab_padded / P rows; the padding rows are never a target and
+/// their logits are set far below every real one).
+std::int64_t padded_vocab(std::int64_t vocab, int tp);
+
+/// The mean cross-entropy of logits split by vocabulary: logits_r [N, V/P] holds the
+/// columns `range` of the full [N, V] logits (V padded); labels [N] (i64, global ids).
+/// Two all-reduces: the N row maxima (max), then the N sums of exponentials beside the N
+/// target logits (sum; only the target's owner adds a non-zero); the full logits never
+/// travel. Returns the loss (the same on every rank) and,
+/// when `grad` is given, writes dL/dlogits_r [N, V/P] into it. Columns at or past
+/// `real_vocab` (padding) are left out of the softmax.
+double vocab_parallel_cross_entropy(const Tensor& logits_r, const Tensor& labels, ShardRange range,
+                                    std::int64_t real_vocab, dist::ProcessGroup& group,
+                                    Tensor* grad = nullptr);
+
+}  // namespace mgpu::parallel::tp

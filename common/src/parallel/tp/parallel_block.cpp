@@ -1,0 +1,376 @@
+// A GPT block split over a tensor-parallel group: attention by heads, the MLP by hidden
+// features, the LayerNorms replicated (or, under sequence parallelism, cut along T). The
+// sub-blocks compute partial sums and never communicate; the block sums them, once per
+// sub-block in each direction.
+#include "mgpu/parallel/tp/parallel_block.h"
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <sstream>
+
+#include "mgpu/copy.h"
+#include "mgpu/nn/activation.h"
+#include "mgpu/nn/attention.h"
+#include "mgpu/nn/layernorm.h"
+#include "mgpu/ops.h"
+
+namespace mgpu::parallel::tp {
+namespace {
+
+nn::Linear& linear_child(nn::Module& m, std::size_t i) {
+  return static_cast<nn::Linear&>(*m.children().at(i).second);
+}
+
+// The rows of `full` (c_attn, [3C, C]) that belong to heads `heads` of head size D, q's,
+// then k's, then v's: the fused layout [3, H, D] keeps each part's heads side by side.
+std::shared_ptr<nn::Linear> head_rows(nn::Linear& full, ShardRange heads, std::int64_t D) {
+  const std::int64_t C = full.in_features(), width = heads.size() * D;
+  auto local = std::make_shared<nn::Linear>(C, 3 * width, full.has_bias());
+  local->to(full.dtype());
+  local->to(full.device());
+  for (std::int64_t part = 0; part < 3; ++part) {
+    const ShardRange rows{part * C + heads.begin * D, part * C + heads.end * D};
+    Tensor w = local->weight().value.slice(part * width, (part + 1) * width);
+    copy_(w, take_rows(full.weight().value, rows));
+    if (full.has_bias()) {
+      Tensor b = local->bias().value.slice(part * width, (part + 1) * width);
+      copy_(b, full.bias().value.slice(rows.begin, rows.end));
+    }
+  }
+  return local;
+}
+
+void check_sequence(const char* op, const Tensor& x, int parts) {
+  MGPU_CHECK(x.ndim() == 3, op, ": expected [B, T, C], got ", x.str());
+  MGPU_CHECK(x.size(1) % parts == 0, op, ": T = ", x.size(1), " is not a multiple of the ",
+             parts, " ranks of the group (sequence parallelism cuts T evenly)");
+}
+
+}  // namespace
+
+// ---- RowShardLinear ----------------------------------------------------------------------------
+
+RowShardLinear::RowShardLinear(nn::Linear& full, ShardRange input_range)
+    : in_(input_range.size()), out_(full.out_features()) {
+  MGPU_CHECK(full.has_bias(), "RowShardLinear: the full layer has no bias");
+  register_parameter("weight", take_columns(full.weight().value, input_range));
+  register_parameter("bias", full.bias().value.clone());
+}
+
+std::string RowShardLinear::describe() const {
+  std::ostringstream os;
+  os << "RowShardLinear(in_r=" << in_ << ", out=" << out_ << "; partial sum, bias after)";
+  return os.str();
+}
+
+Tensor RowShardLinear::forward(const Tensor& x) {
+  MGPU_CHECK(x.ndim() == 2 && x.size(1) == in_, describe(), ": input ", x.str());
+  if (is_training()) saved_.push(describe(), x);
+  return matmul(x, weight().value, false, true);
+}
+
+Tensor RowShardLinear::backward(const Tensor& grad_out) {
+  const Tensor x = saved_.pop(describe());
+  add_(weight().grad, matmul(grad_out, x, true, false));
+  return matmul(grad_out, weight().value);
+}
+
+std::shared_ptr<nn::Module> RowShardLinear::clone() const {
+  auto copy = std::shared_ptr<RowShardLinear>(new RowShardLinear(*this));
+  copy->clear_saved();
+  return copy;
+}
+
+// ---- ParallelSelfAttention ---------------------------------------------------------------------
+
+ParallelSelfAttention::ParallelSelfAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group) {
+  const int P = group.size();
+  nn::Linear& c_attn = linear_child(full, 0);
+  nn::Linear& c_proj = linear_child(full, 1);
+  embd_ = c_attn.in_features();
+  const std::int64_t H = full.n_head();
+  MGPU_CHECK(H % P == 0, "ParallelSelfAttention: ", H, " heads do not split over ", P,
+             " ranks (tensor parallelism gives every rank n_head / P whole heads)");
+  head_dim_ = embd_ / H;
+  heads_ = H / P;
+  heads_range_ = shard_range(H, P, group.rank());
+  register_module("c_attn", head_rows(c_attn, heads_range_, head_dim_));
+  register_module("c_proj", std::make_shared<RowShardLinear>(
+                                c_proj, ShardRange{heads_range_.begin * head_dim_,
+                                                   heads_range_.end * head_dim_}));
+}
+
+std::string ParallelSelfAttention::describe() const {
+  std::ostringstream os;
+  os << "ParallelSelfAttention(n_embd=" << embd_ << ", heads [" << heads_range_.begin << ", "
+     << heads_range_.end << "))";
+  return os.str();
+}
+
+Tensor ParallelSelfAttention::forward(const Tensor& x) {
+  MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
+  const std::int64_t B = x.size(0), T = x.size(1), H = heads_, D = head_dim_, Cr = H * D;
+  const Tensor qkv = child_at(0)->forward(x.reshape({B * T, embd_}));
+  const Tensor split = permute(qkv.reshape({B, T, 3, H, D}), {2, 0, 3, 1, 4});
+  const std::int64_t block = B * H * T * D;
+  const Tensor q = split.view(0, {B * H, T, D});
+  const Tensor k = split.view(block, {B * H, T, D});
+  const Tensor v = split.view(2 * block, {B * H, T, D});
+  Tensor probs;
+  const Tensor y = nn::causal_attention(q, k, v, is_training() ? &probs : nullptr);
+  const Tensor merged = permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, Cr});
+  if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
+  return child_at(1)->forward(merged).reshape({B, T, embd_});
+}
+
+Tensor ParallelSelfAttention::backward(const Tensor& grad_out) {
+  Saved s = saved_.pop(describe());
+  const std::int64_t B = s.batch, T = s.time, H = heads_, D = head_dim_, Cr = H * D;
+  const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
+  const Tensor dy = permute(d_merged.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
+  const nn::AttentionGrads g = nn::causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
+  Tensor d_split = Tensor::empty({3, B, H, T, D}, grad_out.dtype(), grad_out.device());
+  const std::int64_t block = B * H * T * D;
+  for (int i = 0; i < 3; ++i) {
+    Tensor part = d_split.view(i * block, {B * H, T, D});
+    cast_(part, i == 0 ? g.dq : i == 1 ? g.dk : g.dv);
+  }
+  const Tensor d_qkv = permute(d_split, {1, 3, 0, 2, 4}).reshape({B * T, 3 * Cr});
+  return child_at(0)->backward(d_qkv).reshape({B, T, embd_});
+}
+
+std::shared_ptr<nn::Module> ParallelSelfAttention::clone() const {
+  auto copy = std::shared_ptr<ParallelSelfAttention>(new ParallelSelfAttention(*this));
+  copy->clear_saved();
+  return copy;
+}
+
+// ---- ParallelMLP -------------------------------------------------------------------------------
+
+ParallelMLP::ParallelMLP(nn::MLP& full, dist::ProcessGroup& group) {
+  nn::Linear& c_fc = linear_child(full, 0);
+  nn::Linear& c_proj = linear_child(full, 2);
+  embd_ = c_fc.in_features();
+  const ShardRange hidden = shard_range(c_fc.out_features(), group.size(), group.rank());
+  auto fc = std::make_shared<nn::Linear>(embd_, hidden.size(), true);
+  fc->to(c_fc.dtype());
+  fc->to(c_fc.device());
+  copy_(fc->weight().value, take_rows(c_fc.weight().value, hidden));
+  copy_(fc->bias().value, c_fc.bias().value.slice(hidden.begin, hidden.end));
+  register_module("c_fc", fc);
+  register_module("gelu", std::make_shared<nn::GELU>());
+  register_module("c_proj", std::make_shared<RowShardLinear>(c_proj, hidden));
+}
+
+std::string ParallelMLP::describe() const { return "ParallelMLP(n_embd=" + std::to_string(embd_) + ")"; }
+
+Tensor ParallelMLP::forward(const Tensor& x) {
+  MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
+  Tensor h = x.reshape({x.size(0) * x.size(1), embd_});
+  for (std::size_t i = 0; i < 3; ++i) h = child_at(i)->forward(h);
+  return h.reshape(x.shape());
+}
+
+Tensor ParallelMLP::backward(const Tensor& grad_out) {
+  Tensor g = grad_out.reshape({grad_out.numel() / embd_, embd_});
+  for (std::size_t i = 3; i-- > 0;) g = child_at(i)->backward(g);
+  return g.reshape(grad_out.shape());
+}
+
+std::shared_ptr<nn::Module> ParallelMLP::clone() const {
+  return std::shared_ptr<ParallelMLP>(new ParallelMLP(*this));
+}
+
+// ---- the sequence's cut and its collectives ----------------------------------------------------
+
+Tensor scatter_sequence(const Tensor& x, dist::ProcessGroup& group) {
+  check_sequence("scatter_sequence", x, group.size());
+  const std::int64_t Tr = x.size(1) / group.size();
+  return permute(x.reshape({x.size(0), group.size(), Tr, x.size(2)}), {1, 0, 2, 3})
+      .view(group.rank() * x.size(0) * Tr * x.size(2), {x.size(0), Tr, x.size(2)})
+      .clone();
+}
+
+Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group) {
+  MGPU_CHECK(x_r.ndim() == 3, "gather_sequence: expected [B, T/P, C], got ", x_r.str());
+  const int P = group.size();
+  const std::int64_t B = x_r.size(0), Tr = x_r.size(1), C = x_r.size(2);
+  Tensor all = Tensor::empty({P, B, Tr, C}, x_r.dtype(), x_r.device());
+  group.all_gather(all, x_r.clone()).wait();
+  return permute(all, {1, 0, 2, 3}).reshape({B, P * Tr, C});
+}
+
+Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group) {
+  check_sequence("reduce_scatter_sequence", x, group.size());
+  const int P = group.size();
+  const std::int64_t B = x.size(0), Tr = x.size(1) / P, C = x.size(2);
+  const Tensor chunks = permute(x.reshape({B, P, Tr, C}), {1, 0, 2, 3});
+  Tensor out = Tensor::empty({B, Tr, C}, x.dtype(), x.device());
+  group.reduce_scatter(out, chunks, dist::ReduceOp::sum).wait();
+  return out;
+}
+
+// ---- ParallelBlock -----------------------------------------------------------------------------
+
+ParallelBlock::ParallelBlock(nn::Block& full, dist::ProcessGroup& group, bool sequence_parallel)
+    : group_(&group), sp_(sequence_parallel) {
+  const auto& kids = full.children();
+  register_module("ln_1", kids.at(0).second->clone());
+  register_module("attn", std::make_shared<ParallelSelfAttention>(
+                              static_cast<nn::CausalSelfAttention&>(*kids.at(1).second), group));
+  register_module("ln_2", kids.at(2).second->clone());
+  register_module("mlp", std::make_shared<ParallelMLP>(static_cast<nn::MLP&>(*kids.at(3).second), group));
+}
+
+std::string ParallelBlock::describe() const {
+  std::ostringstream os;
+  os << "ParallelBlock(ranks=" << group_->size() << (sp_ ? ", sequence parallel" : "") << ")";
+  return os.str();
+}
+
+Tensor ParallelBlock::branch_forward(std::size_t i, RowShardLinear& proj, const Tensor& x) {
+  const Tensor normed = child_at(i)->forward(x);
+  const Tensor in = sp_ ? gather_sequence(normed, *group_) : normed;  // f, or the all-gather
+  Tensor partial = child_at(i + 1)->forward(in);
+  Tensor out;
+  if (sp_) {
+    out = reduce_scatter_sequence(partial, *group_);
+  } else {
+    group_->all_reduce(partial, dist::ReduceOp::sum).wait();  // g
+    out = partial;
+  }
+  Tensor rows = out.reshape({out.numel() / out.size(2), out.size(2)});
+  add_rowwise_(rows, proj.bias().value);
+  return add(x, out);
+}
+
+Tensor ParallelBlock::branch_backward(std::size_t i, RowShardLinear& proj, const Tensor& grad_out) {
+  const Tensor rows = grad_out.reshape({grad_out.numel() / grad_out.size(2), grad_out.size(2)});
+  add_(proj.bias().grad, sum(rows, 0));
+  const Tensor d_out = sp_ ? gather_sequence(grad_out, *group_) : grad_out;  // g's backward
+  Tensor d_in = child_at(i + 1)->backward(d_out);
+  Tensor d_normed;
+  if (sp_) {
+    d_normed = reduce_scatter_sequence(d_in, *group_);
+  } else {
+    group_->all_reduce(d_in, dist::ReduceOp::sum).wait();  // f's backward
+    d_normed = d_in;
+  }
+  Tensor dx = grad_out.clone();
+  add_(dx, child_at(i)->backward(d_normed));
+  return dx;
+}
+
+Tensor ParallelBlock::forward(const Tensor& x) {
+  MGPU_CHECK(x.ndim() == 3, describe(), ": expected [B, T, C], got ", x.str());
+  auto& attn = static_cast<ParallelSelfAttention&>(*child_at(1));
+  auto& mlp = static_cast<ParallelMLP&>(*child_at(3));
+  const Tensor h = branch_forward(0, attn.c_proj(), x);
+  return branch_forward(2, mlp.c_proj(), h);
+}
+
+Tensor ParallelBlock::backward(const Tensor& grad_out) {
+  auto& attn = static_cast<ParallelSelfAttention&>(*child_at(1));
+  auto& mlp = static_cast<ParallelMLP&>(*child_at(3));
+  const Tensor dh = branch_backward(2, mlp.c_proj(), grad_out);
+  return branch_backward(0, attn.c_proj(), dh);
+}
+
+std::vector<std::string> ParallelBlock::replicated_parameter_names() {
+  std::vector<std::string> out;
+  for (const auto& [name, p] : named_parameters()) {
+    (void)p;
+    const bool ln = name.rfind("ln_", 0) == 0;
+    const bool row_bias = name == "attn.c_proj.bias" || name == "mlp.c_proj.bias";
+    if (ln || row_bias) out.push_back(name);
+  }
+  return out;
+}
+
+std::shared_ptr<nn::Module> ParallelBlock::clone() const {
+  auto copy = std::shared_ptr<ParallelBlock>(new ParallelBlock(*this));
+  copy->clear_saved();
+  return copy;
+}
+
+// ---- the replicated gradients ------------------------------------------------------------------
+
+void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::string>& names,
+                                 dist::ProcessGroup& group) {
+  if (names.empty() || group.size() == 1) return;
+  std::int64_t total = 0;
+  for (const auto& n : names) total += model.parameter(n).grad.numel();
+  const nn::Parameter& first = model.parameter(names.front());
+  Tensor flat = Tensor::empty({total}, first.grad.dtype(), first.grad.device());
+  std::int64_t at = 0;
+  for (const auto& n : names) {
+    const Tensor& g = model.parameter(n).grad;
+    Tensor dst = flat.view(at, {g.numel()});
+    copy_(dst, g.reshape({g.numel()}));
+    at += g.numel();
+  }
+  group.all_reduce(flat, dist::ReduceOp::sum).wait();  // one collective for all of them
+  at = 0;
+  for (const auto& n : names) {
+    Tensor& g = model.parameter(n).grad;
+    Tensor dst = g.reshape({g.numel()});
+    copy_(dst, flat.view(at, {g.numel()}));
+    at += g.numel();
+  }
+}
+
+// ---- the vocabulary's cut ----------------------------------------------------------------------
+
+std::int64_t padded_vocab(std::int64_t vocab, int tp) {
+  MGPU_CHECK(vocab > 0 && tp > 0, "padded_vocab(", vocab, ", ", tp, ")");
+  return (vocab + tp - 1) / tp * tp;
+}
+
+double vocab_parallel_cross_entropy(const Tensor& logits_r, const Tensor& labels, ShardRange range,
+                                    std::int64_t real_vocab, dist::ProcessGroup& group, Tensor* grad) {
+  MGPU_CHECK(logits_r.ndim() == 2 && logits_r.size(1) == range.size() && labels.ndim() == 1 &&
+                 labels.size(0) == logits_r.size(0),
+             "vocab_parallel_cross_entropy: logits ", logits_r.str(), ", labels ", labels.str(),
+             ", range [", range.begin, ", ", range.end, ")");
+  const std::int64_t N = logits_r.size(0), V = range.size();
+  const std::vector<double> z = cast(logits_r, DType::f64).to_vector<double>();
+  const std::vector<std::int64_t> y = labels.to_vector<std::int64_t>();
+  const std::int64_t real = std::clamp<std::int64_t>(real_vocab - range.begin, 0, V);
+  // 1) the row maxima over the whole vocabulary (for a stable exp): one all-reduce (max).
+  std::vector<double> m(static_cast<std::size_t>(N), -std::numeric_limits<double>::infinity());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t j = 0; j < real; ++j) m[n] = std::max(m[n], z[n * V + j]);
+  Tensor mt = Tensor::from_vector(m, {N}, logits_r.device());
+  group.all_reduce(mt, dist::ReduceOp::max).wait();
+  m = mt.to_vector<double>();
+  // 2) the sums of exp(z - m) and the target's logit (only its owner has it, the others
+  //    add 0): one all-reduce of both, side by side.
+  std::vector<double> st(static_cast<std::size_t>(2 * N), 0.0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t j = 0; j < real; ++j) st[n] += std::exp(z[n * V + j] - m[n]);
+    const std::int64_t t = y[n];
+    MGPU_CHECK(t >= 0 && t < real_vocab, "vocab_parallel_cross_entropy: label ", t,
+               " outside the vocabulary of ", real_vocab);
+    if (t >= range.begin && t < range.end) st[N + n] = z[n * V + (t - range.begin)] - m[n];
+  }
+  Tensor stt = Tensor::from_vector(st, {2 * N}, logits_r.device());
+  group.all_reduce(stt, dist::ReduceOp::sum).wait();
+  st = stt.to_vector<double>();
+  double loss = 0.0;
+  for (std::int64_t n = 0; n < N; ++n) loss += std::log(st[n]) - st[N + n];
+  loss /= static_cast<double>(N);
+  if (grad) {
+    // dL/dz = (softmax(z) - onehot(target)) / N, this rank's columns; padding gets 0.
+    std::vector<double> d(static_cast<std::size_t>(N * V), 0.0);
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t j = 0; j < real; ++j) d[n * V + j] = std::exp(z[n * V + j] - m[n]) / st[n];
+      if (y[n] >= range.begin && y[n] < range.end) d[n * V + (y[n] - range.begin)] -= 1.0;
+      for (std::int64_t j = 0; j < V; ++j) d[n * V + j] /= static_cast<double>(N);
+    }
+    *grad = cast(Tensor::from_vector(d, {N, V}, logits_r.device()), logits_r.dtype());
+  }
+  return loss;
+}
+
+}  // namespace mgpu::parallel::tp
