@@ -11,7 +11,7 @@
 #include "diagnose.h"
 #include "mgpu/dist/runtime.h"
 #include "mpi_util.h"
-#include "progress.h"
+#include "progress_board.h"
 
 namespace mgpu::dist {
 

@@ -7,7 +7,7 @@
 #include <vector>
 
 #include "mgpu/dist/runtime.h"
-#include "progress.h"
+#include "progress_board.h"
 
 namespace mgpu::dist::detail {
 namespace {

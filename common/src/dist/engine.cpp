@@ -9,13 +9,13 @@
 // Why a separate watchdog: a rank stuck inside a blocking MPI collective cannot check a
 // clock, so another thread does, and ends the job when an op overstays its deadline. Its
 // message names the ranks that have not reached the op, read from the progress board
-// (progress.h), which this engine keeps up to date as collectives finish.
+// (progress_board.h), which this engine keeps up to date as collectives finish.
 #include "engine.h"
 
 #include "mpi_include.h"
 
 #include "diagnose.h"
-#include "progress.h"
+#include "progress_board.h"
 
 #include <algorithm>
 #include <sstream>

@@ -34,7 +34,7 @@ struct OpSignature {
   Shape shape;                   // of the op's (input) tensor; empty for barrier
   bool has_tensor = false;
   std::string backend;
-  int group = -1;                // the group's world-wide id (progress.h); -1: unknown
+  int group = -1;                // the group's world-wide id (progress_board.h); -1: unknown
   /// Debug mode: collectives this rank had issued on each tracked group before this one.
   std::vector<std::int64_t> issued_before;
 
@@ -100,7 +100,7 @@ class CommEngine {
   void run();
   void watch();
   void begin_tracking(Pending& p);
-  /// Compares a collective with the other members' (progress.h) where `p` still awaits
+  /// Compares a collective with the other members' (progress_board.h) where `p` still awaits
   /// some; throws on a mismatch.
   static void compare(Pending& p);
   /// Takes the op off the watchdog's list and publishes a finished collective.

@@ -16,7 +16,7 @@
 #include "mgpu/dist/runtime.h"
 #include "mpi_util.h"
 #include "process_group_mpi.h"
-#include "progress.h"
+#include "progress_board.h"
 #include "process_group_nccl.h"
 
 namespace mgpu::dist {

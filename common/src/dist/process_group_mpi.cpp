@@ -8,7 +8,7 @@
 
 #include "checks.h"
 #include "mpi_util.h"
-#include "progress.h"
+#include "progress_board.h"
 
 namespace mgpu::dist::detail {
 

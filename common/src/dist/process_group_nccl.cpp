@@ -27,7 +27,7 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include "core/cuda_check.h"
 #include "engine.h"
 #include "mpi_util.h"
-#include "progress.h"
+#include "progress_board.h"
 #include "staging.h"
 
 #define MGPU_NCCL_CHECK(call)                                                          \

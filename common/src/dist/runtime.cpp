@@ -15,7 +15,7 @@
 #include "group_base.h"
 #include "mgpu/dist/log.h"
 #include "mpi_util.h"
-#include "progress.h"
+#include "progress_board.h"
 
 namespace mgpu::dist {
 namespace {

@@ -1,11 +1,11 @@
-// The progress board and the group registry (see progress.h).
+// The progress board and the group registry (see progress_board.h).
 //
 // Why a shared-memory window per node and not one over the world: MPI_Win_allocate_shared
 // always gets Open MPI's shared-memory component, which needs no help from the rank being
 // read. A window over several nodes would need an RDMA network; over TCP, Open MPI 4.1's
 // fallback refuses MPI_THREAD_MULTIPLE and prints a warning at every start. Ranks on other
 // nodes are therefore not readable, and the messages say so.
-#include "progress.h"
+#include "progress_board.h"
 
 #include <algorithm>
 #include <cstring>
