@@ -22,22 +22,15 @@ nn::Linear& linear_child(nn::Module& m, std::size_t i) {
   return static_cast<nn::Linear&>(*m.children().at(i).second);
 }
 
-// The rows of `full` (c_attn, [3C, C]) that belong to heads `heads` of head size D, q's,
-// then k's, then v's: the fused layout [3, H, D] keeps each part's heads side by side.
+// The rows of `full` (c_attn) that belong to heads `heads` of head size D (lesson 13's
+// qkv_head_rows), as a Linear of their own.
 std::shared_ptr<nn::Linear> head_rows(nn::Linear& full, ShardRange heads, std::int64_t D) {
-  const std::int64_t C = full.in_features(), width = heads.size() * D;
-  auto local = std::make_shared<nn::Linear>(C, 3 * width, full.has_bias());
+  const std::int64_t C = full.in_features();
+  auto local = std::make_shared<nn::Linear>(C, 3 * heads.size() * D, full.has_bias());
   local->to(full.dtype());
   local->to(full.device());
-  for (std::int64_t part = 0; part < 3; ++part) {
-    const ShardRange rows{part * C + heads.begin * D, part * C + heads.end * D};
-    Tensor w = local->weight().value.slice(part * width, (part + 1) * width);
-    copy_(w, take_rows(full.weight().value, rows));
-    if (full.has_bias()) {
-      Tensor b = local->bias().value.slice(part * width, (part + 1) * width);
-      copy_(b, full.bias().value.slice(rows.begin, rows.end));
-    }
-  }
+  copy_(local->weight().value, qkv_head_rows(full.weight().value, heads, D));
+  if (full.has_bias()) copy_(local->bias().value, qkv_head_rows(full.bias().value, heads, D));
   return local;
 }
 
@@ -90,11 +83,9 @@ ParallelSelfAttention::ParallelSelfAttention(nn::CausalSelfAttention& full, dist
   nn::Linear& c_proj = linear_child(full, 1);
   embd_ = c_attn.in_features();
   const std::int64_t H = full.n_head();
-  MGPU_CHECK(H % P == 0, "ParallelSelfAttention: ", H, " heads do not split over ", P,
-             " ranks (tensor parallelism gives every rank n_head / P whole heads)");
+  heads_range_ = head_shard(H, P, group.rank());  // throws unless P divides H
   head_dim_ = embd_ / H;
-  heads_ = H / P;
-  heads_range_ = shard_range(H, P, group.rank());
+  heads_ = heads_range_.size();
   register_module("c_attn", head_rows(c_attn, heads_range_, head_dim_));
   register_module("c_proj", std::make_shared<RowShardLinear>(
                                 c_proj, ShardRange{heads_range_.begin * head_dim_,
@@ -192,24 +183,8 @@ Tensor scatter_sequence(const Tensor& x, dist::ProcessGroup& group) {
       .clone();
 }
 
-Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group) {
-  MGPU_CHECK(x_r.ndim() == 3, "gather_sequence: expected [B, T/P, C], got ", x_r.str());
-  const int P = group.size();
-  const std::int64_t B = x_r.size(0), Tr = x_r.size(1), C = x_r.size(2);
-  Tensor all = Tensor::empty({P, B, Tr, C}, x_r.dtype(), x_r.device());
-  group.all_gather(all, x_r.clone()).wait();
-  return permute(all, {1, 0, 2, 3}).reshape({B, P * Tr, C});
-}
-
-Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group) {
-  check_sequence("reduce_scatter_sequence", x, group.size());
-  const int P = group.size();
-  const std::int64_t B = x.size(0), Tr = x.size(1) / P, C = x.size(2);
-  const Tensor chunks = permute(x.reshape({B, P, Tr, C}), {1, 0, 2, 3});
-  Tensor out = Tensor::empty({B, Tr, C}, x.dtype(), x.device());
-  group.reduce_scatter(out, chunks, dist::ReduceOp::sum).wait();
-  return out;
-}
+// gather_sequence and reduce_scatter_sequence are lesson 13's task 3
+// (solutions/13_tp_sp/sequence_parallel.cpp).
 
 // ---- ParallelBlock -----------------------------------------------------------------------------
 
@@ -294,83 +269,7 @@ std::shared_ptr<nn::Module> ParallelBlock::clone() const {
   return copy;
 }
 
-// ---- the replicated gradients ------------------------------------------------------------------
-
-void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::string>& names,
-                                 dist::ProcessGroup& group) {
-  if (names.empty() || group.size() == 1) return;
-  std::int64_t total = 0;
-  for (const auto& n : names) total += model.parameter(n).grad.numel();
-  const nn::Parameter& first = model.parameter(names.front());
-  Tensor flat = Tensor::empty({total}, first.grad.dtype(), first.grad.device());
-  std::int64_t at = 0;
-  for (const auto& n : names) {
-    const Tensor& g = model.parameter(n).grad;
-    Tensor dst = flat.view(at, {g.numel()});
-    copy_(dst, g.reshape({g.numel()}));
-    at += g.numel();
-  }
-  group.all_reduce(flat, dist::ReduceOp::sum).wait();  // one collective for all of them
-  at = 0;
-  for (const auto& n : names) {
-    Tensor& g = model.parameter(n).grad;
-    Tensor dst = g.reshape({g.numel()});
-    copy_(dst, flat.view(at, {g.numel()}));
-    at += g.numel();
-  }
-}
-
-// ---- the vocabulary's cut ----------------------------------------------------------------------
-
-std::int64_t padded_vocab(std::int64_t vocab, int tp) {
-  MGPU_CHECK(vocab > 0 && tp > 0, "padded_vocab(", vocab, ", ", tp, ")");
-  return (vocab + tp - 1) / tp * tp;
-}
-
-double vocab_parallel_cross_entropy(const Tensor& logits_r, const Tensor& labels, ShardRange range,
-                                    std::int64_t real_vocab, dist::ProcessGroup& group, Tensor* grad) {
-  MGPU_CHECK(logits_r.ndim() == 2 && logits_r.size(1) == range.size() && labels.ndim() == 1 &&
-                 labels.size(0) == logits_r.size(0),
-             "vocab_parallel_cross_entropy: logits ", logits_r.str(), ", labels ", labels.str(),
-             ", range [", range.begin, ", ", range.end, ")");
-  const std::int64_t N = logits_r.size(0), V = range.size();
-  const std::vector<double> z = cast(logits_r, DType::f64).to_vector<double>();
-  const std::vector<std::int64_t> y = labels.to_vector<std::int64_t>();
-  const std::int64_t real = std::clamp<std::int64_t>(real_vocab - range.begin, 0, V);
-  // 1) the row maxima over the whole vocabulary (for a stable exp): one all-reduce (max).
-  std::vector<double> m(static_cast<std::size_t>(N), -std::numeric_limits<double>::infinity());
-  for (std::int64_t n = 0; n < N; ++n)
-    for (std::int64_t j = 0; j < real; ++j) m[n] = std::max(m[n], z[n * V + j]);
-  Tensor mt = Tensor::from_vector(m, {N}, logits_r.device());
-  group.all_reduce(mt, dist::ReduceOp::max).wait();
-  m = mt.to_vector<double>();
-  // 2) the sums of exp(z - m) and the target's logit (only its owner has it, the others
-  //    add 0): one all-reduce of both, side by side.
-  std::vector<double> st(static_cast<std::size_t>(2 * N), 0.0);
-  for (std::int64_t n = 0; n < N; ++n) {
-    for (std::int64_t j = 0; j < real; ++j) st[n] += std::exp(z[n * V + j] - m[n]);
-    const std::int64_t t = y[n];
-    MGPU_CHECK(t >= 0 && t < real_vocab, "vocab_parallel_cross_entropy: label ", t,
-               " outside the vocabulary of ", real_vocab);
-    if (t >= range.begin && t < range.end) st[N + n] = z[n * V + (t - range.begin)] - m[n];
-  }
-  Tensor stt = Tensor::from_vector(st, {2 * N}, logits_r.device());
-  group.all_reduce(stt, dist::ReduceOp::sum).wait();
-  st = stt.to_vector<double>();
-  double loss = 0.0;
-  for (std::int64_t n = 0; n < N; ++n) loss += std::log(st[n]) - st[N + n];
-  loss /= static_cast<double>(N);
-  if (grad) {
-    // dL/dz = (softmax(z) - onehot(target)) / N, this rank's columns; padding gets 0.
-    std::vector<double> d(static_cast<std::size_t>(N * V), 0.0);
-    for (std::int64_t n = 0; n < N; ++n) {
-      for (std::int64_t j = 0; j < real; ++j) d[n * V + j] = std::exp(z[n * V + j] - m[n]) / st[n];
-      if (y[n] >= range.begin && y[n] < range.end) d[n * V + (y[n] - range.begin)] -= 1.0;
-      for (std::int64_t j = 0; j < V; ++j) d[n * V + j] /= static_cast<double>(N);
-    }
-    *grad = cast(Tensor::from_vector(d, {N, V}, logits_r.device()), logits_r.dtype());
-  }
-  return loss;
-}
+// all_reduce_replicated_grads (task 4, replicated_grads.cpp), padded_vocab and
+// vocab_parallel_cross_entropy (task 2, vocab_cross_entropy.cpp) are lesson 13's.
 
 }  // namespace mgpu::parallel::tp

@@ -19,6 +19,11 @@
 /// Under SP each rank's LayerNorm weights and biases, and the row-parallel biases, see only
 /// its tokens: their gradients are partial and must be summed over the group
 /// (all_reduce_replicated_grads). Parameters keep the unsplit block's names.
+///
+/// Lesson 13 defines the functions of tasks 1-4 (lessons/13_tp_sp/: head_split.cpp,
+/// vocab_cross_entropy.cpp, sequence_parallel.cpp, replicated_grads.cpp); the library
+/// compiles their reference (solutions/13_tp_sp/). The modules built from them are the
+/// library's (common/src/parallel/tp/parallel_block.cpp).
 #pragma once
 
 #include <cstdint>
@@ -33,6 +38,19 @@
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel::tp {
+
+// ---- Task 1: attention split by heads (head_split.cpp) ----------------------------------------
+
+/// The heads [begin, end) rank `rank` of `tp` owns: n_head / tp whole heads, in rank order.
+/// Throws (one error naming both numbers) unless tp divides n_head.
+ShardRange head_shard(std::int64_t n_head, int tp, int rank);
+
+/// This rank's rows of a fused c_attn tensor, `full` [3C] or [3C, in] (q's C rows, then
+/// k's, then v's): the rows of heads `heads` (head_dim values each) of q, then of k, then
+/// of v, [3·heads.size()·head_dim, ...], copied.
+Tensor qkv_head_rows(const Tensor& full, ShardRange heads, std::int64_t head_dim);
+
+// ---- The split block (common/src/parallel/tp/parallel_block.cpp) -----------------------------
 
 /// The row-parallel half of a Megatron pair without its communication: parameters
 /// "weight" [out, in_r] (columns in_r of the full layer's) and "bias" [out] (whole,
@@ -155,8 +173,11 @@ class ParallelBlock : public nn::Module {
   bool sp_ = false;
 };
 
+// ---- Task 3: sequence parallelism's collectives (sequence_parallel.cpp) -----------------------
+
 /// x [B, T, C] (whole) -> this rank's tokens [B, T/P, C]: [r·T/P, (r+1)·T/P). No
-/// communication; throws unless P divides T.
+/// communication; throws unless P divides T. (The library's: how the tests and programs
+/// cut a batch.)
 Tensor scatter_sequence(const Tensor& x, dist::ProcessGroup& group);
 /// The inverse: every rank's [B, T/P, C] -> [B, T, C] on every rank (one all-gather).
 Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group);
@@ -164,12 +185,16 @@ Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group);
 /// [B, T/P, C] (one reduce-scatter).
 Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group);
 
+// ---- Task 4: the replicated gradients (replicated_grads.cpp) -----------------------------------
+
 /// Sums the gradients of the parameters named in `names` over `group`, in one all-reduce
 /// of their concatenation: what SP needs for the LayerNorms and the row-parallel biases
 /// (each rank saw only its own tokens). Forgetting it leaves every replica with a
 /// different, partial gradient, and the replicas drift apart after the first step.
 void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::string>& names,
                                  dist::ProcessGroup& group);
+
+// ---- Task 2: the vocabulary-parallel cross-entropy (vocab_cross_entropy.cpp) ------------------
 
 /// The padded vocabulary: the smallest multiple of P at or above `vocab` (Megatron pads
 /// so every rank owns vocab_padded / P rows; the padding rows are never a target and

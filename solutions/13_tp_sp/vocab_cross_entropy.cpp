@@ -1,0 +1,75 @@
+// Task 2: the vocabulary-parallel cross-entropy. The output head is column-parallel over
+// the vocabulary, so each rank holds V/P columns of the logits. The loss needs a softmax
+// over all V of them; this computes it from three numbers per row, never gathering the
+// logits themselves (N·V values: with GPT-2's 50257 tokens, by far the largest activation).
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "mgpu/ops.h"
+#include "mgpu/parallel/tp/parallel_block.h"
+
+namespace mgpu::parallel::tp {
+
+std::int64_t padded_vocab(std::int64_t vocab, int tp) {
+  MGPU_CHECK(vocab > 0 && tp > 0, "padded_vocab(", vocab, ", ", tp, ")");
+  return (vocab + tp - 1) / tp * tp;
+}
+
+double vocab_parallel_cross_entropy(const Tensor& logits_r, const Tensor& labels, ShardRange range,
+                                    std::int64_t real_vocab, dist::ProcessGroup& group, Tensor* grad) {
+  MGPU_CHECK(logits_r.ndim() == 2 && logits_r.size(1) == range.size() && labels.ndim() == 1 &&
+                 labels.size(0) == logits_r.size(0),
+             "vocab_parallel_cross_entropy: logits ", logits_r.str(), ", labels ", labels.str(),
+             ", range [", range.begin, ", ", range.end, ")");
+  const std::int64_t N = logits_r.size(0), V = range.size();
+  const std::vector<double> z = cast(logits_r, DType::f64).to_vector<double>();  // [N, V] row-major
+  const std::vector<std::int64_t> y = labels.to_vector<std::int64_t>();
+  for (std::int64_t t : y)
+    MGPU_CHECK(t >= 0 && t < real_vocab, "vocab_parallel_cross_entropy: label ", t,
+               " outside the vocabulary of ", real_vocab);
+  // Columns [0, real) of this rank's slice are real tokens; the rest is padding.
+  const std::int64_t real = std::clamp<std::int64_t>(real_vocab - range.begin, 0, V);
+  // What you have: z (this rank's logits, f64, z[n·V + j] is token range.begin + j of row n),
+  // y (the N targets, global ids), real, N, V; group: all_reduce(t, dist::ReduceOp::max or
+  // ::sum) (in place; wait()); Tensor::from_vector(values, shape, device) and
+  // t.to_vector<double>() to move numbers in and out; logits_r.device().
+  // TODO(task2) BEGIN: chapter §2: the mean over the N rows of log Σ_v exp(z_v) − z_target,
+  // the softmax over the whole (unpadded) vocabulary, the same on every rank; stable (each
+  // row's largest logit over every rank subtracted before exp). Exactly two collectives of
+  // O(N) values — the logits never travel; the target's logit comes from the one rank whose
+  // slice holds it. When grad is given, *grad [N, V] (logits_r's dtype and device) =
+  // (softmax − onehot(target)) / N in this rank's columns, 0 in the padding (about 35 lines).
+  std::vector<double> m(static_cast<std::size_t>(N), -std::numeric_limits<double>::infinity());
+  for (std::int64_t n = 0; n < N; ++n)
+    for (std::int64_t j = 0; j < real; ++j) m[n] = std::max(m[n], z[n * V + j]);
+  Tensor mt = Tensor::from_vector(m, {N}, logits_r.device());
+  group.all_reduce(mt, dist::ReduceOp::max).wait();
+  m = mt.to_vector<double>();
+  // The sums of exp(z - m) beside the targets' z - m (its owner adds it, the others 0).
+  std::vector<double> st(static_cast<std::size_t>(2 * N), 0.0);
+  for (std::int64_t n = 0; n < N; ++n) {
+    for (std::int64_t j = 0; j < real; ++j) st[n] += std::exp(z[n * V + j] - m[n]);
+    if (y[n] >= range.begin && y[n] < range.end) st[N + n] = z[n * V + (y[n] - range.begin)] - m[n];
+  }
+  Tensor stt = Tensor::from_vector(st, {2 * N}, logits_r.device());
+  group.all_reduce(stt, dist::ReduceOp::sum).wait();
+  st = stt.to_vector<double>();
+  double loss = 0.0;
+  for (std::int64_t n = 0; n < N; ++n) loss += std::log(st[n]) - st[N + n];
+  loss /= static_cast<double>(N);
+  if (grad) {
+    std::vector<double> d(static_cast<std::size_t>(N * V), 0.0);
+    for (std::int64_t n = 0; n < N; ++n) {
+      for (std::int64_t j = 0; j < real; ++j) d[n * V + j] = std::exp(z[n * V + j] - m[n]) / st[n];
+      if (y[n] >= range.begin && y[n] < range.end) d[n * V + (y[n] - range.begin)] -= 1.0;
+      for (std::int64_t j = 0; j < V; ++j) d[n * V + j] /= static_cast<double>(N);
+    }
+    *grad = cast(Tensor::from_vector(d, {N, V}, logits_r.device()), logits_r.dtype());
+  }
+  return loss;
+  // TODO(task2) END
+}
+
+}  // namespace mgpu::parallel::tp
