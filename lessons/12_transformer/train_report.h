@@ -35,8 +35,8 @@ struct GptFlags {
   std::int64_t steps = 600;          ///< optimizer steps
   std::int64_t batch = 8;            ///< sequences per step
   std::int64_t seq = 128;            ///< tokens per sequence (<= block_size)
-  double lr = 3e-3;                  ///< peak learning rate
-  double min_lr_share = 0.1;         ///< the cosine ends at lr x this
+  double lr = 4e-3;                  ///< peak learning rate
+  double min_lr_share = 0.25;        ///< the cosine ends at lr x this
   std::int64_t warmup = 30;          ///< linear warm-up steps
   double weight_decay = 0.0;         ///< AdamW's decoupled decay
   std::pair<double, double> betas{0.9, 0.99};  ///< AdamW's (beta1, beta2)
