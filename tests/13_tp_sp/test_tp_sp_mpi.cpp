@@ -36,6 +36,19 @@ void check_block(bool sp, bool reduce_replicated, bool with_replicated) {
   }
 }
 
+// The collectives (kind, bytes written) of one forward and one backward of the split block.
+std::pair<CollectiveLog, CollectiveLog> block_collectives(bool sp) {
+  RecordingGroup rec(group());
+  auto full = f64_block();
+  tpar::ParallelBlock split(*full, rec, sp);
+  const int P = rec.size(), r = rec.rank();
+  const Tensor x = random_tensor({kB, kT, kC}, 7), dy = random_tensor({kB, kT, kC}, 8);
+  split.forward(sp ? my_tokens(x, P, r) : x.clone());
+  CollectiveLog forward = rec.take();
+  split.backward(sp ? my_tokens(dy, P, r) : dy.clone());
+  return {forward, rec.take()};
+}
+
 // Bytes a training forward of the block leaves allocated on this rank (what its contexts
 // keep for the backward), the output itself left out.
 std::size_t kept_bytes(bool sp) {
@@ -99,6 +112,12 @@ TEST_CASE("task1: the tensor-parallel block: output, input gradient and every gr
   const SplitRun run = run_split(split, random_tensor({kB, kT, kC}, 7), random_tensor({kB, kT, kC}, 8));
   CHECK(run.forward_collectives == 2);
   CHECK(run.backward_collectives == 2);
+  // Kind and bytes: each all-reduce carries the whole [B, T, C] (f64), both ways.
+  const std::size_t whole = kB * kT * kC * sizeof(double);
+  const CollectiveLog expected{{"all_reduce", whole}, {"all_reduce", whole}};
+  const auto [forward, backward] = block_collectives(/*sp=*/false);
+  CHECK(forward == expected);
+  CHECK(backward == expected);
   if (group().size() > 1)  // 5 heads: 2, 3 and 4 ranks do not divide them
     CHECK_THROWS_WITH(tpar::ParallelBlock(*f64_block(10, 5), group()),
                     Catch::Contains("heads do not split"));
@@ -172,6 +191,14 @@ TEST_CASE("task3: the block under SP: this rank's tokens of the output and input
   const SplitRun run = run_split(split, random_tensor({kB, kT, kC}, 7), random_tensor({kB, kT, kC}, 8));
   CHECK(run.forward_collectives == 4);
   CHECK(run.backward_collectives == 4);
+  // Kind and bytes: per sub-block an all-gather writing the whole [B, T, C] and a
+  // reduce-scatter writing this rank's [B, T/P, C], forward and backward alike.
+  const std::size_t whole = kB * kT * kC * sizeof(double), part = whole / static_cast<std::size_t>(group().size());
+  const CollectiveLog expected{{"all_gather", whole}, {"reduce_scatter", part},
+                               {"all_gather", whole}, {"reduce_scatter", part}};
+  const auto [forward, backward] = block_collectives(/*sp=*/true);
+  CHECK(forward == expected);
+  CHECK(backward == expected);
 }
 
 TEST_CASE("task3: SP divides the LayerNorm regions' activations by P: kept bytes per rank "

@@ -6,8 +6,11 @@
 
 #include <memory>
 #include <string>
+#include <utility>
+#include <vector>
 
 #include "error_measures.h"
+#include "forwarding_group.h"
 #include "groups.h"
 #include "mgpu/copy.h"
 #include "mgpu/dist/dist.h"
@@ -92,6 +95,27 @@ std::int64_t collectives_during(dist::ProcessGroup& g, F&& body) {
   body();
   return g.collectives_issued() - before;
 }
+
+/// Kind and bytes written of each collective, in order: ("all_reduce", bytes), ...
+using CollectiveLog = std::vector<std::pair<std::string, std::size_t>>;
+
+/// A group that passes everything on to a real group and records each collective's kind
+/// and the bytes it writes (for an all-gather its output, for a reduce-scatter its output).
+class RecordingGroup : public ForwardingGroup {
+ public:
+  /// Records the collectives `inner` is asked for through this group.
+  explicit RecordingGroup(dist::ProcessGroup& inner) : ForwardingGroup(inner) {}
+  /// What was recorded since the last take(), and forgets it.
+  CollectiveLog take() { return std::exchange(log_, {}); }
+
+ protected:
+  void on_collective(const std::string& op, const Tensor& written) override {
+    log_.emplace_back(op, written.defined() ? written.nbytes() : 0);
+  }
+
+ private:
+  CollectiveLog log_;
+};
 
 /// The output, the input gradient and the collectives of one split forward and backward.
 struct SplitRun {
