@@ -8,12 +8,16 @@
 //
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20
 //   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 4 --data synthetic --steps 20 --sp
+//   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20 --sp
+//                                            (2 x 2: TP inside, data parallelism across)
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --data synthetic --steps 4 --dtype f64
 //
-// The embedding tables stay whole on every rank here (their gradients come out identical);
-// the head's share of the tied table's gradient, computed for this rank's vocabulary rows,
-// is summed over the group in one all-reduce. Data parallelism across groups is lesson 11's
-// grid and is not combined with this program.
+// The embedding tables stay whole on every rank of a TP group (their gradients come out
+// identical); the head's share of the tied table's gradient, computed for this rank's
+// vocabulary rows, is summed over the group in one all-reduce. With more ranks than --tp,
+// lesson 11's grid: TP groups of consecutive ranks, data-parallel groups of every tp-th;
+// replica d reads batch s·D + d and the gradients are averaged over the DP group in one
+// all-reduce (the reference reads all D batches).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -42,7 +46,7 @@ struct Flags {
   std::int64_t steps = 20, batch = 4, seq = 64;
   double lr = 1e-3;
   std::uint64_t seed = 1337;
-  int tp = 0;  // 0: every rank
+  int tp = 0;  // 0: every rank (no data parallelism)
   bool sp = false, check = true;
   std::string dtype = "f32";
 };
@@ -80,6 +84,8 @@ class TensorParallelGpt {
 
   // Every parameter this rank holds (what its optimizer updates).
   std::vector<nn::Parameter*> parameters() { return parts_.parameters(); }
+  std::vector<std::pair<std::string, nn::Parameter*>> named_parameters() { return parts_.named_parameters(); }
+  nn::Module& parts() { return parts_; }
   void zero_grad() { parts_.zero_grad(); }
   std::int64_t num_parameters() { return parts_.num_parameters(); }
 
@@ -154,10 +160,20 @@ double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
 
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::shared_ptr<dist::ProcessGroup> group = app::quiet_cpu_group();
-  const int P = group->size(), rank = group->rank();
-  MGPU_CHECK(f.tp == 0 || f.tp == P, "--tp ", f.tp, " with ", P, " rank(s): this program makes "
-             "every rank one tensor-parallel group (start it with tools/mpirun -np ", f.tp, ")");
+  std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const int W = world->size(), rank = world->rank(), P = f.tp == 0 ? W : f.tp;
+  MGPU_CHECK(P >= 1 && W % P == 0, "--tp ", P, " does not divide the ", W,
+             " rank(s); start a multiple of --tp ranks (tools/mpirun -np N)");
+  const int D = W / P;  // data-parallel replicas (lesson 11's grid: TP groups of consecutive ranks)
+  const tpar::GridPosition me = tpar::grid_position(W, P, rank);
+  dist::GroupOptions quiet;
+  quiet.announce = false;
+  std::shared_ptr<dist::ProcessGroup> group, dp_group;  // this rank's TP and DP groups
+  for (int first = 0; first < W; first += P)  // new_group is collective: every rank, every group
+    if (auto g = dist::new_group(tpar::grid_position(W, P, first).tp_group, "mpi", Device::cpu(), quiet)) group = g;
+  for (int t = 0; t < P; ++t)
+    if (auto g = dist::new_group(tpar::grid_position(W, P, t).dp_group, "mpi", Device::cpu(), quiet)) dp_group = g;
+  MGPU_CHECK(group && dp_group, "rank ", rank, " found no group of its own");
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
   const data::TextCorpus corpus = f.data == "synthetic" ? data::TextCorpus::synthetic(200000, f.seed)
                                   : f.data == "shakespeare" ? data::TextCorpus::load(data::TextCorpus::kDefaultPath)
@@ -176,9 +192,10 @@ int train(const Flags& f) {
   optim::AdamW full_optimizer(full.parameters(), adam);
   const std::int64_t Vp = tpar::padded_vocab(config.vocab_size, P);
   if (rank == 0) {
-    std::printf("lesson 13: gpt-tiny (%s) over %d rank(s), tensor parallel%s, %s, %s\n",
-                config.str().c_str(), P, f.sp ? " + sequence parallel" : "", f.dtype.c_str(),
-                corpus.source.c_str());
+    std::printf("lesson 13: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel%s x %d "
+                "data-parallel replica(s), %s, %s\n",
+                config.str().c_str(), W, P, f.sp ? " + sequence parallel" : "", D,
+                f.dtype.c_str(), corpus.source.c_str());
     std::printf("vocabulary %lld padded to %lld (%lld padding row(s)), %lld rows per rank; "
                 "parameters per rank %lld of %lld\n",
                 static_cast<long long>(config.vocab_size), static_cast<long long>(Vp),
@@ -186,19 +203,36 @@ int train(const Flags& f) {
                 static_cast<long long>(model.num_parameters()), static_cast<long long>(full.num_parameters()));
   }
   double worst = 0.0, loss = 0.0, ref = 0.0;
+  std::vector<std::string> names;  // every parameter: DP averages them all
+  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
   for (std::int64_t s = 0; s < f.steps; ++s) {
-    const data::TextBatch batch = loader.batch(s);
+    // Replica d reads batch s·D + d: D batches per step, as one process reading them all.
+    const data::TextBatch batch = loader.batch(s * D + me.dp_rank);
     model.zero_grad();
     reset_peak_memory(Device::cpu());
     const std::size_t base = memory_stats(Device::cpu()).allocated;
-    const std::int64_t before = group->collectives_issued();
+    const std::int64_t before = group->collectives_issued() + dp_group->collectives_issued();
     loss = model.step(batch.inputs, batch.targets);
-    const std::int64_t collectives = group->collectives_issued() - before;
     const std::size_t peak = memory_stats(Device::cpu()).peak_allocated - base;
+    if (D > 1) {  // data parallelism: the mean gradient and loss over the replicas
+      tpar::all_reduce_replicated_grads(model.parts(), names, *dp_group);  // one all-reduce
+      for (nn::Parameter* p : model.parameters()) scale_(p->grad, 1.0 / D);
+      Tensor l = Tensor::from_vector(std::vector<double>{loss / D}, {1});
+      dp_group->all_reduce(l, dist::ReduceOp::sum).wait();
+      loss = l.to_vector<double>()[0];
+    }
+    const std::int64_t collectives =
+        group->collectives_issued() + dp_group->collectives_issued() - before;
     optimizer.step();
-    if (f.check) {
+    if (f.check) {  // the unsplit model on all D batches, their gradients averaged
       full.zero_grad();
-      ref = full_step(full, batch.inputs, batch.targets);
+      ref = 0.0;
+      for (int d = 0; d < D; ++d) {
+        const data::TextBatch b = loader.batch(s * D + d);
+        ref += full_step(full, b.inputs, b.targets) / D;
+      }
+      if (D > 1)
+        for (nn::Parameter* p : full.parameters()) scale_(p->grad, 1.0 / D);
       full_optimizer.step();
       worst = std::max(worst, std::abs(loss - ref));
     }
@@ -222,17 +256,19 @@ int train(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App cli{"Lesson 13: train gpt-tiny with tensor parallelism over every rank (start it with "
-               "tools/mpirun -np N; N must divide the 4 heads), optionally with sequence "
-               "parallelism, beside the unsplit model."};
+  CLI::App cli{"Lesson 13: train gpt-tiny with tensor parallelism inside groups of --tp ranks "
+               "(it must divide the 4 heads), optionally with sequence parallelism, and data "
+               "parallelism across them (start it with tools/mpirun -np N), beside the unsplit "
+               "model."};
   cli.add_option("--data", f.data, "synthetic, shakespeare or a text file")->capture_default_str();
   cli.add_option("--steps", f.steps, "optimizer steps")->capture_default_str();
   cli.add_option("--batch-size", f.batch, "windows per step")->capture_default_str();
   cli.add_option("--seq", f.seq, "tokens per window (T); a multiple of the ranks with --sp")->capture_default_str();
   cli.add_option("--lr", f.lr, "AdamW's learning rate")->capture_default_str();
   cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
-  cli.add_option("--tp", f.tp, "ranks of the tensor-parallel group: all of them (0: however many "
-                 "were started)")->capture_default_str();
+  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (consecutive ranks); it must "
+                 "divide the ranks started, the rest are data-parallel replicas (0: every rank, "
+                 "one group)")->capture_default_str();
   cli.add_flag("--sp,!--no-sp", f.sp, "sequence parallelism in the LayerNorm regions");
   cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
   cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
