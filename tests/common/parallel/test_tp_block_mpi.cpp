@@ -186,3 +186,37 @@ TEST_CASE("vocabulary-parallel cross-entropy equals the full one, padding left o
   }
   CHECK(all_ranks(max_rel_diff(grad, tpar::take_columns(dpad, mine)) < kTol));
 }
+
+TEST_CASE("vocabulary-parallel embedding equals nn::Embedding: one all-reduce forward, none "
+          "backward, each rank the gradient of its rows", "[tp_vocab]") {
+  const int P = group().size(), r = group().rank();
+  const std::int64_t V = 10, C = 6;
+  nn::manual_seed(9);
+  nn::Embedding full(V, C);
+  full.to(DType::f64);
+  tpar::VocabParallelEmbedding split(full, group());
+  const tpar::ShardRange rows = split.rows();
+  CHECK(rows == tpar::shard_range(tpar::padded_vocab(V, P), P, r));
+  std::vector<std::int64_t> tokens{0, 9, 3, 3, 7, 1, 9, 5};
+  const Tensor ids = Tensor::from_vector(tokens, {2, 4});
+  const Tensor dy = random_tensor({2, 4, C}, 33);
+  const Tensor want = full.forward(ids);
+  full.backward(dy);
+  const std::int64_t before = group().collectives_issued();
+  const Tensor got = split.forward(ids);
+  const std::int64_t mid = group().collectives_issued();
+  split.backward(dy);
+  if (before >= 0) {
+    CHECK(mid - before == 1);
+    CHECK(group().collectives_issued() - mid == 0);
+  }
+  CHECK(all_ranks(max_rel_diff(got, want) == 0.0));
+  // This rank's rows of the full gradient, zeros in the padding.
+  Tensor mine = Tensor::zeros({rows.size(), C}, DType::f64);
+  const std::int64_t real_end = std::min(rows.end, V);
+  if (real_end > rows.begin) {
+    Tensor dst = mine.slice(0, real_end - rows.begin);
+    copy_(dst, full.parameter("weight").grad.slice(rows.begin, real_end));
+  }
+  CHECK(all_ranks(max_rel_diff(split.parameter("weight").grad, mine) < kTol));
+}
