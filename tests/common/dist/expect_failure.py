@@ -1,8 +1,9 @@
 #!/usr/bin/env python3
 """Runs a command that must fail, and fails itself unless the command ends within the time
 limit, with a non-zero exit status, and prints every --expect text and a match for every
---expect-regex and no --reject text. Used for the jobs that must end with a clear message
-instead of hanging (a skipped collective, a shape mismatch)."""
+--expect-regex, no --reject text and no line matching a --reject-regex. Used for the jobs
+that must end with a clear message instead of hanging (a skipped collective, a shape
+mismatch)."""
 import argparse
 import os
 import re
@@ -17,6 +18,8 @@ def main():
     ap.add_argument("--expect-regex", action="append", default=[],
                     help="a Python regular expression the output must match somewhere")
     ap.add_argument("--reject", action="append", default=[], help="text the output must not contain")
+    ap.add_argument("--reject-regex", action="append", default=[],
+                    help="a Python regular expression no line of the output may match")
     ap.add_argument("--time-limit", type=float, default=60.0, help="seconds before it counts as a hang")
     ap.add_argument("command", nargs=argparse.REMAINDER)
     args = ap.parse_args()
@@ -44,6 +47,8 @@ def main():
         print("FAIL: exit status %d, but the output lacks: %s" % (proc.returncode, missing))
         return 1
     present = [r for r in args.reject if r in out]
+    present += ["regex " + r for r in args.reject_regex
+                if any(re.search(r, line) for line in out.splitlines())]
     if present:
         print("FAIL: exit status %d, but the output has: %s" % (proc.returncode, present))
         return 1
