@@ -24,6 +24,38 @@ void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, 
 // causal_attention and causal_attention_backward, the attention core, are lesson 12's tasks
 // 1 and 2 (solutions/12_transformer/attention_forward.cpp, attention_backward.cpp).
 
+// ---- the heads around the core ---------------------------------------------------------------
+
+HeadsQKV split_heads(const Tensor& qkv, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D) {
+  // [B·T, 3·H·D] = [B, T, 3, H, D] -> [3, B, H, T, D]: q, k and v each one contiguous block.
+  const Tensor split = permute(qkv.reshape({B, T, 3, H, D}), {2, 0, 3, 1, 4});
+  const std::int64_t block = B * H * T * D;
+  return {split.view(0, {B * H, T, D}), split.view(block, {B * H, T, D}),
+          split.view(2 * block, {B * H, T, D})};
+}
+
+Tensor merge_heads(const Tensor& y, std::int64_t B, std::int64_t T, std::int64_t H,
+                   std::int64_t D) {
+  return permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, H * D});
+}
+
+Tensor merge_heads_backward(const Tensor& d, std::int64_t B, std::int64_t T, std::int64_t H,
+                            std::int64_t D) {
+  return permute(d.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
+}
+
+Tensor split_heads_backward(const AttentionGrads& g, std::int64_t B, std::int64_t T,
+                            std::int64_t H, std::int64_t D, DType dtype) {
+  Tensor d_split = Tensor::empty({3, B, H, T, D}, dtype, g.dq.device());
+  const std::int64_t block = B * H * T * D;
+  for (int i = 0; i < 3; ++i) {
+    Tensor part = d_split.view(i * block, {B * H, T, D});
+    cast_(part, i == 0 ? g.dq : i == 1 ? g.dk : g.dv);
+  }
+  return permute(d_split, {1, 3, 0, 2, 4}).reshape({B * T, 3 * H * D});
+}
+
 // ---- the module ------------------------------------------------------------------------------
 
 CausalSelfAttention::CausalSelfAttention(std::int64_t n_embd, std::int64_t n_head)
@@ -48,16 +80,12 @@ Tensor CausalSelfAttention::forward(const Tensor& x) {
   // Step 1) q, k, v side by side, [B·T, 3C] = [B, T, 3, H, D]; the heads move next to the
   // batch: [3, B, H, T, D], so q, k and v are each a contiguous [B·H, T, D] block.
   const Tensor qkv = child_at(0)->forward(x.reshape({B * T, embd_}));
-  const Tensor split = permute(qkv.reshape({B, T, 3, H, D}), {2, 0, 3, 1, 4});
-  const std::int64_t block = B * H * T * D;
-  const Tensor q = split.view(0, {B * H, T, D});
-  const Tensor k = split.view(block, {B * H, T, D});
-  const Tensor v = split.view(2 * block, {B * H, T, D});
+  const auto [q, k, v] = split_heads(qkv, B, T, H, D);
   // Step 2) every head attends over its own D values.
   Tensor probs;
   const Tensor y = causal_attention(q, k, v, is_training() && keep_probs_ ? &probs : nullptr);
   // Step 3) the heads side by side again, [B, T, H, D] = [B·T, C], and the output projection.
-  const Tensor merged = permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, embd_});
+  const Tensor merged = merge_heads(y, B, T, H, D);
   if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
   return child_at(1)->forward(merged).reshape({B, T, embd_});
 }
@@ -69,17 +97,11 @@ Tensor CausalSelfAttention::backward(const Tensor& grad_out) {
              grad_out.str(), " but the forward's output was ", shape_str({B, T, embd_}));
   // The forward's steps in reverse: projection, heads apart, attention, heads together.
   const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
-  const Tensor dy = permute(d_merged.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
+  const Tensor dy = merge_heads_backward(d_merged, B, T, H, D);
   // A context saved without its probabilities (RecomputePolicy::attn) computes them again.
   const AttentionGrads g = s.probs.defined() ? causal_attention_backward(dy, s.q, s.k, s.v, s.probs)
                                              : backward_selective(dy, s);
-  Tensor d_split = Tensor::empty({3, B, H, T, D}, grad_out.dtype(), grad_out.device());
-  const std::int64_t block = B * H * T * D;
-  for (int i = 0; i < 3; ++i) {
-    Tensor part = d_split.view(i * block, {B * H, T, D});
-    cast_(part, i == 0 ? g.dq : i == 1 ? g.dk : g.dv);
-  }
-  const Tensor d_qkv = permute(d_split, {1, 3, 0, 2, 4}).reshape({B * T, 3 * embd_});
+  const Tensor d_qkv = split_heads_backward(g, B, T, H, D, grad_out.dtype());
   const Tensor dx = child_at(0)->backward(d_qkv);
   return dx.defined() ? dx.reshape({B, T, embd_}) : dx;
 }

@@ -33,6 +33,27 @@ struct AttentionGrads {
 AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, const Tensor& k,
                                          const Tensor& v, const Tensor& probs);
 
+/// q, k and v of H heads of D values, each a contiguous [B·H, T, D].
+struct HeadsQKV {
+  Tensor q;  ///< [B·H, T, D]
+  Tensor k;  ///< [B·H, T, D]
+  Tensor v;  ///< [B·H, T, D]
+};
+/// The heads moved next to the batch: qkv [B·T, 3·H·D] (q, k and v side by side, nanoGPT's
+/// c_attn layout) -> q, k, v. Every module that runs the attention core over its heads
+/// (CausalSelfAttention, the tensor-parallel one) uses it and the three below.
+HeadsQKV split_heads(const Tensor& qkv, std::int64_t B, std::int64_t T, std::int64_t H,
+                     std::int64_t D);
+/// The heads side by side again: y [B·H, T, D] -> [B·T, H·D].
+Tensor merge_heads(const Tensor& y, std::int64_t B, std::int64_t T, std::int64_t H,
+                   std::int64_t D);
+/// merge_heads' backward: d [B·T, H·D] -> [B·H, T, D].
+Tensor merge_heads_backward(const Tensor& d, std::int64_t B, std::int64_t T, std::int64_t H,
+                            std::int64_t D);
+/// split_heads' backward: the gradients of q, k and v -> [B·T, 3·H·D] in `dtype`.
+Tensor split_heads_backward(const AttentionGrads& g, std::int64_t B, std::int64_t T,
+                            std::int64_t H, std::int64_t D, DType dtype);
+
 namespace detail {
 /// Throws, naming `op`, unless q, k and v are all [BH, T, D] of one dtype on one device.
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);

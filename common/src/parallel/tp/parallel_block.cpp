@@ -101,33 +101,23 @@ std::string ParallelSelfAttention::describe() const {
 
 Tensor ParallelSelfAttention::forward(const Tensor& x) {
   MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
-  const std::int64_t B = x.size(0), T = x.size(1), H = heads_, D = head_dim_, Cr = H * D;
+  const std::int64_t B = x.size(0), T = x.size(1), H = heads_, D = head_dim_;
   const Tensor qkv = child_at(0)->forward(x.reshape({B * T, embd_}));
-  const Tensor split = permute(qkv.reshape({B, T, 3, H, D}), {2, 0, 3, 1, 4});
-  const std::int64_t block = B * H * T * D;
-  const Tensor q = split.view(0, {B * H, T, D});
-  const Tensor k = split.view(block, {B * H, T, D});
-  const Tensor v = split.view(2 * block, {B * H, T, D});
+  const auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
   Tensor probs;
   const Tensor y = nn::causal_attention(q, k, v, is_training() ? &probs : nullptr);
-  const Tensor merged = permute(y.reshape({B, H, T, D}), {0, 2, 1, 3}).reshape({B * T, Cr});
+  const Tensor merged = nn::merge_heads(y, B, T, H, D);
   if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
   return child_at(1)->forward(merged).reshape({B, T, embd_});
 }
 
 Tensor ParallelSelfAttention::backward(const Tensor& grad_out) {
   Saved s = saved_.pop(describe());
-  const std::int64_t B = s.batch, T = s.time, H = heads_, D = head_dim_, Cr = H * D;
+  const std::int64_t B = s.batch, T = s.time, H = heads_, D = head_dim_;
   const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
-  const Tensor dy = permute(d_merged.reshape({B, T, H, D}), {0, 2, 1, 3}).reshape({B * H, T, D});
+  const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
   const nn::AttentionGrads g = nn::causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
-  Tensor d_split = Tensor::empty({3, B, H, T, D}, grad_out.dtype(), grad_out.device());
-  const std::int64_t block = B * H * T * D;
-  for (int i = 0; i < 3; ++i) {
-    Tensor part = d_split.view(i * block, {B * H, T, D});
-    cast_(part, i == 0 ? g.dq : i == 1 ? g.dk : g.dv);
-  }
-  const Tensor d_qkv = permute(d_split, {1, 3, 0, 2, 4}).reshape({B * T, 3 * Cr});
+  const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
   return child_at(0)->backward(d_qkv).reshape({B, T, embd_});
 }
 
