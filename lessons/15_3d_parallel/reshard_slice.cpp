@@ -1,0 +1,30 @@
+// Task 3: the slice a rank reads on a new layout. A checkpoint stores each tensor as chunks
+// (boxes of the global tensor); a rank of another layout wants its own box. What it reads
+// from one chunk is the common box of the two, located three ways: in the tensor, inside
+// the chunk (where its bytes are in the file) and inside the wanted slice (where they go).
+#include <algorithm>
+
+#include "mgpu/io/sharded_checkpoint.h"
+
+namespace mgpu::io {
+
+bool intersect_slices(const Slice& stored, const Slice& wanted, SliceOverlap& out) {
+  const std::size_t n = stored.offsets.size();
+  MGPU_CHECK(stored.lengths.size() == n && wanted.offsets.size() == n && wanted.lengths.size() == n,
+             "intersect_slices: the stored chunk ", stored.str(), " and the wanted slice ",
+             wanted.str(), " differ in their number of dimensions");
+  // What you have: stored and wanted (offsets and lengths along each of n dimensions; a
+  // 0-d tensor has n = 0 and one element); out (global: Slice; in_stored, in_wanted:
+  // offsets).
+  // TODO(task3) BEGIN: chapter §"Checkpoints that change layout": the common box, dimension
+  // by dimension. Invariant: an element is in the result exactly when it is in both slices;
+  // no common element (an empty range along any dimension) returns false and leaves `out`
+  // untouched; otherwise out.global is the box in the tensor's coordinates and in_stored /
+  // in_wanted are its offsets inside each slice (about 12 lines).
+  static_cast<void>(out);
+  MGPU_FAIL("TODO(task3): intersect_slices is not written yet (lessons/15_3d_parallel/reshard_slice.cpp); ",
+            "stored chunk ", stored.str(), ", wanted slice ", wanted.str());
+  // TODO(task3) END
+}
+
+}  // namespace mgpu::io
