@@ -1,0 +1,158 @@
+/// @file planner.h
+/// @brief Which DP x TP x PP layout to train a GPT with: the memory each layout needs per
+/// rank and the step time it is predicted to take, best first.
+///
+/// The planner puts the course's formulas side by side, for lesson 12's GPT in fp32 with
+/// AdamW on `gpus` ranks split into dp x tp x pp (tensor parallelism innermost on
+/// consecutive ranks, then data parallelism, then the pipeline outermost: Megatron-LM's
+/// order, so that the chattiest group stays inside a node):
+///
+///   memory per rank, the largest stage (bytes, 4 per value):
+///     parameters   blocks of the stage x ((12C² + 7C)/tp + 6C)      (lesson 13's split:
+///                  + the embeddings V·C + T·C on the first stage       the matrices and
+///                  + ln_f and a copy of the tied table on the last     their biases cut
+///                  (the two coincide when pp = 1)                      by tp)
+///     gradients    as many as parameters
+///     optimizer    AdamW's two moments, 8 bytes a parameter, / dp under ZeRO-1 (lesson 10)
+///     activations  per block and micro-batch of N = b·T tokens (lesson 13's count):
+///                    TP:     3NC + 4N + (12NC + b·H·T²)/tp
+///                    TP+SP:  2NC + (13NC + 4N + b·H·T²)/tp
+///                  times the micro-batches a stage keeps: m (GPipe), pp - stage (1F1B),
+///                  1F1B's x (1 + (pp-1)/(pp·v)) (interleaved); + the logits 2·N·V/tp on
+///                  the last stage (one micro-batch's, m under GPipe)
+///
+///   step time (lesson 09's alpha-beta model, lesson 03's bubble):
+///     t_mb    one micro-batch through the slowest stage: its FLOPs (forward 24C² + 4TC
+///             per token and block, the head 2CV per token, all / tp; backward twice the
+///             forward) / the device's FLOP/s, plus TP's 4 all-reduces of N·C values per
+///             block (2 forward, 2 backward; SP's all-gathers and reduce-scatters cost the same)
+///     compute m·t_mb, bubble (pp-1)/v·t_mb (m = micro-batches per replica per step)
+///     pp      2 (m + pp - 2) point-to-point messages of N·C values (activations forward,
+///             their gradients backward), + the tied table's gradient all-reduce between
+///             the first and the last stage
+///     dp      the stage's gradients all-reduced over dp (x1.5 under ZeRO-1: the updated
+///             parameters are all-gathered too), after the last micro-batch, not hidden
+///     fixed   the device's per-step floor
+///
+/// A group's link: inside one node (its ranks within gpus_per_node consecutive ranks),
+/// alpha = intra_latency_s and beta = 1/intra_busbw; across nodes, lesson 09's
+/// effective_link of those nodes. The model ignores that groups share a node's network, and
+/// that DP's all-reduce could hide behind the last micro-batches' backward.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "mgpu/perf/link_model.h"
+#include "mgpu/perf/time_cost.h"
+
+namespace mgpu::perf {
+
+/// The transformer (lesson 12's GPT; the fields of nn::GPTConfig).
+struct ModelShape {
+  std::int64_t vocab_size = 65;  ///< V, tokens
+  std::int64_t seq = 128;        ///< T, tokens per sequence
+  std::int64_t n_layer = 4;      ///< L, blocks
+  std::int64_t n_head = 4;       ///< H, attention heads
+  std::int64_t n_embd = 128;     ///< C
+  /// Parameters of the whole model (embeddings, blocks, ln_f; the head is tied).
+  std::int64_t parameters() const;
+};
+
+/// How a step runs: the batch, the micro-batches, the schedule, the sharding.
+struct JobSettings {
+  std::int64_t global_batch = 8;  ///< sequences per optimizer step, all replicas together
+  std::int64_t micro_batch = 1;   ///< b, sequences per micro-batch (pipeline and not)
+  bool zero1 = true;              ///< the optimizer state sharded over DP (lesson 10's stage 1)
+  bool sequence_parallel = false; ///< SP inside the TP group (lesson 13)
+  std::string schedule = "1f1b";  ///< "gpipe", "1f1b" or "interleaved"
+  int virtual_stages = 1;         ///< v, model chunks per rank (interleaved only)
+};
+
+/// The machine: lesson 09's cluster (ranks and links) plus each GPU's memory and speed.
+struct Cluster {
+  Hardware hardware;           ///< nodes, GPUs per node, the links inside and between nodes
+  double memory_bytes = 0;     ///< memory of one GPU (0: unknown, every layout fits)
+  double flops = 0;            ///< FLOP/s one GPU sustains on the model's products
+  double step_floor_s = 0;     ///< per step whatever the layout (launches, optimizer)
+  /// Devices the ranks' compute really runs on (0: one per rank). Fewer than the ranks
+  /// (ranks sharing CPU cores) slows each rank's compute by ranks / compute_devices.
+  double compute_devices = 0;
+};
+
+/// A layout of the ranks: dp x tp x pp = the number of ranks.
+struct Layout {
+  int dp = 1;  ///< data-parallel replicas
+  int tp = 1;  ///< tensor-parallel ranks per stage
+  int pp = 1;  ///< pipeline stages
+  /// "DP2 x TP2 x PP1".
+  std::string str() const;
+};
+
+/// Bytes one rank keeps (the largest stage's).
+struct MemoryEstimate {
+  int stage = 0;              ///< which stage is the largest
+  double parameters = 0;      ///< fp32 weights
+  double gradients = 0;       ///< fp32 gradients
+  double optimizer = 0;       ///< AdamW's moments (this rank's share)
+  double activations = 0;     ///< what the forwards in flight keep for their backwards
+  /// The sum.
+  double total() const { return parameters + gradients + optimizer + activations; }
+};
+
+/// A step's predicted time, part by part (seconds).
+struct TimeEstimate {
+  std::int64_t micro_batches = 1;  ///< m, per replica per step
+  double compute_s = 0;   ///< m micro-batches' forward and backward on the slowest stage
+  double tp_comm_s = 0;   ///< TP's all-reduces of those m micro-batches
+  double bubble_s = 0;    ///< the pipeline's fill and drain: (pp-1)/v micro-batch times
+  double pp_comm_s = 0;   ///< activations and their gradients between stages, tied table
+  double dp_comm_s = 0;   ///< the gradients' reduction over DP (and ZeRO-1's all-gather)
+  double fixed_s = 0;     ///< the per-step floor
+  /// The sum.
+  double step_s() const {
+    return compute_s + tp_comm_s + bubble_s + pp_comm_s + dp_comm_s + fixed_s;
+  }
+};
+
+/// One layout's verdict.
+struct PlanEntry {
+  Layout layout;            ///< the layout
+  MemoryEstimate memory;    ///< per rank
+  TimeEstimate time;        ///< per step
+  bool fits = false;        ///< memory.total() <= the GPU's memory
+};
+
+/// Every layout dp x tp x pp = gpus the model allows: tp divides the heads, pp is at most
+/// the blocks, dp·micro_batch divides the global batch. In the order dp, then tp, then pp
+/// descending. Throws mgpu::Error for gpus < 1 or a job that cannot run (global batch or
+/// micro-batch < 1, an unknown schedule, v < 1).
+std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const JobSettings& job);
+
+/// Blocks stage `stage` of `pp` holds (numpy's array_split: the first L % pp stages one more).
+std::int64_t blocks_of_stage(std::int64_t n_layer, int pp, int stage);
+
+/// The memory formula above for one layout.
+MemoryEstimate estimate_memory(const ModelShape& model, const JobSettings& job, const Layout& layout);
+
+/// The link a group of `size` ranks `stride` apart sees on `hw` (zero cost for one rank).
+AlphaBeta group_link(const Hardware& hw, int size, int stride);
+
+/// The time formula above for one layout on `cluster`.
+TimeEstimate estimate_time(const ModelShape& model, const JobSettings& job, const Cluster& cluster,
+                           const Layout& layout);
+
+/// Every candidate layout on cluster.hardware.ranks() ranks, estimated: those that fit
+/// first, fastest first; then those that do not, smallest memory first.
+std::vector<PlanEntry> plan_layouts(const ModelShape& model, const JobSettings& job,
+                                    const Cluster& cluster);
+
+/// A cluster of lesson 09's hardware file (lessons/09_time_cost/hardware.json): the entry of
+/// "hardware" called `name`, with the file's "device" (sustained_tflops, step_floor_ms and,
+/// when present, memory_gib and compute_devices). `memory_gib` > 0 overrides the file's
+/// memory. Throws
+/// mgpu::Error naming the file for a missing entry or field, listing the names there are.
+Cluster read_cluster(const std::string& path, const std::string& name, double memory_gib = 0);
+
+}  // namespace mgpu::perf
