@@ -38,10 +38,10 @@ TEST_CASE("candidate layouts: tp divides the heads, pp at most the blocks, dp sp
   for (const perf::Layout& l : perf::candidate_layouts(4, tiny(), job)) names.push_back(l.str());
   CHECK(names == std::vector<std::string>{"DP4 x TP1 x PP1", "DP2 x TP2 x PP1", "DP2 x TP1 x PP2",
                                           "DP1 x TP4 x PP1", "DP1 x TP2 x PP2", "DP1 x TP1 x PP4"});
-  perf::ModelShape three_heads = tiny();
-  three_heads.n_head = 2;
-  three_heads.n_layer = 2;
-  CHECK(perf::candidate_layouts(4, three_heads, job).size() == 4);  // no TP4, no PP4
+  perf::ModelShape two_heads = tiny();
+  two_heads.n_head = 2;
+  two_heads.n_layer = 2;
+  CHECK(perf::candidate_layouts(4, two_heads, job).size() == 4);  // no TP4, no PP4
   job.global_batch = 2;
   CHECK(perf::candidate_layouts(4, tiny(), job).size() == 5);  // DP4 cannot split 2 sequences
   job.schedule = "zigzag";
