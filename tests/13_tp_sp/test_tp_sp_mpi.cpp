@@ -126,7 +126,8 @@ TEST_CASE("task1: the tensor-parallel block: output, input gradient and every gr
 // ---- task 2: the vocabulary-parallel cross-entropy ----------------------------------------------
 
 TEST_CASE("task2: the vocabulary-parallel cross-entropy equals the full one, its gradient "
-          "too; padding ignored; two collectives", "[13_tp_sp][task2][points:8]") {
+          "too; padding ignored; two collectives; the logits' memory per rank is the "
+          "chapter's, never N·V", "[13_tp_sp][task2][points:8]") {
   dist::ProcessGroup& g = group();
   const int P = g.size(), r = g.rank();
   for (std::int64_t V : {10, 12}) {  // 10 pads to 12 over 3 and 4 ranks; 12 needs none
@@ -160,6 +161,24 @@ TEST_CASE("task2: the vocabulary-parallel cross-entropy equals the full one, its
     REQUIRE(grad.shape() == Shape({N, mine.size()}));
     CHECK(max_rel_diff(grad, tpar::take_columns(dpad, mine)) < kTol);
   }
+  // The logits' memory per rank (chapter §2), at a vocabulary large enough that the O(N)
+  // numbers are noise: this rank's logits and their gradient, 2·N·Vp/P values (the padding
+  // included), stay; the loss's peak adds at most one more such slice. Gathering the logits
+  // (N·Vp values) would break both at 3 and 4 ranks, and the collective count at any.
+  const std::int64_t N = 16, V = 1001, Vp = tpar::padded_vocab(V, P);
+  const tpar::ShardRange mine = tpar::shard_range(Vp, P, r);
+  const Tensor labels = random_labels(N, V, 23);
+  const double slice = static_cast<double>(N * (Vp / P)) * sizeof(double);
+  const std::size_t base = memory_stats(Device::cpu()).allocated;
+  reset_peak_memory(Device::cpu());
+  Tensor logits_r = random_tensor({N, mine.size()}, 24), grad;
+  tpar::vocab_parallel_cross_entropy(logits_r, labels, mine, V, g, &grad);
+  const double held = static_cast<double>(memory_stats(Device::cpu()).allocated - base);
+  const double peak = static_cast<double>(memory_stats(Device::cpu()).peak_allocated - base);
+  INFO("logits and gradient held " << held << " B (formula 2·N·Vp/P·8 = " << 2 * slice
+                                   << " B), peak " << peak << " B (at most " << 3 * slice << " B)");
+  CHECK(std::abs(held - 2 * slice) <= 0.05 * 2 * slice);
+  CHECK(peak <= 1.05 * 3 * slice);
 }
 
 // ---- task 3: sequence parallelism ----------------------------------------------------------------
