@@ -1,0 +1,40 @@
+// Task 4: ring attention's backward. The keys and values go round the ring again; each
+// rank adds its queries' part of every block's dK and dV to a running sum that follows the
+// block round the ring one step behind and ends on the block's owner.
+#include "mgpu/ops.h"
+#include "mgpu/parallel/cp/ring_attention.h"
+
+namespace mgpu::parallel::cp {
+
+nn::AttentionGrads ring_attention_backward(const Tensor& dout, const Tensor& q, const Tensor& k,
+                                           const Tensor& v, const CpForward& fwd, Split split,
+                                           bool causal, dist::ProcessGroup& group) {
+  check_cp_operands("ring_attention_backward", q, k, v);
+  check_same_shape("ring_attention_backward", dout, q);
+  const int P = group.size(), r = group.rank();
+  const std::int64_t T = q.size(1) * P;
+  const std::vector<std::int64_t> q_pos = sequence_positions(T, P, r, split);
+  Tensor dq = zeros_f64(q), dk = zeros_f64(k), dv = zeros_f64(v);
+  // What you have: dout, q, k, v (this rank's, [BH, T/P, D]); fwd.result (the forward's
+  // merged result); P, r, q_pos; chunk_rows(T, P, split); sequence_positions(T, P, j, split);
+  // block_attention_backward(dout, q, k_j, v_j, q_pos, k_pos, fwd.result, causal, chunk,
+  // dq, dk_j, dv_j) (adds to the f64 host tensors dq, dk_j, dv_j); zeros_f64(like);
+  // add_(a, b); t.to(device); group.batch_isend_irecv({dist::P2POp::isend/irecv(t, peer,
+  // tag)...}) -> dist::Work; dist::wait_all(works); tags kTagK, kTagV, kTagDK, kTagDV.
+  // dq, dk, dv: this rank's gradients, f64 on the host (converted below).
+  // TODO(task4) BEGIN: chapter §5, task 4: dq = Σ over blocks of this rank's queries' part;
+  // dk, dv = the parts of every rank's queries for this rank's keys and values. Invariants:
+  // the keys and values make the forward's trip again (2(P-1) sends, posted before each
+  // block's compute); the gradients of block j follow it one step behind, from rank j+1 to
+  // rank j-1 and then home (2(P-1) sends: dK and dV, f64, on q's device); nothing is sent
+  // a second time; a tensor sent is not changed before its send completes; equal to full
+  // attention's gradients at 1e-12 in f64, causal or not (about 30 lines).
+  MGPU_FAIL("TODO(task4): ring_attention_backward is not written yet (lessons/14_context_parallel/ring_backward.cpp); ",
+            q.str(), " over ", P, " rank(s), ", causal ? "causal" : "not causal",
+            ", the forward's output ", fwd.out.str());
+  // TODO(task4) END
+  return {dq.to(q.dtype()).to(q.device()), dk.to(k.dtype()).to(k.device()),
+          dv.to(v.dtype()).to(v.device())};
+}
+
+}  // namespace mgpu::parallel::cp

@@ -1,0 +1,34 @@
+// Task 2: which positions of the sequence a rank keeps. The plain split gives rank r one
+// contiguous block; under a causal mask the last rank then does P times the first rank's
+// work. The zigzag split pairs a chunk from the head with one from the tail, so every rank
+// does the same.
+#include "mgpu/parallel/cp/ring_attention.h"
+
+namespace mgpu::parallel::cp {
+
+std::vector<std::int64_t> sequence_positions(std::int64_t T, int P, int rank, Split split) {
+  MGPU_CHECK(P >= 1 && rank >= 0 && rank < P, "sequence_positions: rank ", rank, " of ", P);
+  std::vector<std::int64_t> pos;
+  // What you have: T (the sequence's length), P (ranks), rank; split (Split::plain or
+  // Split::zigzag); MGPU_CHECK(condition, message parts...) throws mgpu::Error.
+  // TODO(task2) BEGIN: chapter §4: rank's positions in pos, ascending, T/P of them. plain:
+  // [r·T/P, (r+1)·T/P). zigzag: cut T into 2P chunks of T/(2P); rank r keeps chunk r and
+  // chunk 2P-1-r. Invariants: over the P ranks every position appears exactly once (a
+  // permutation of 0..T-1); under the causal mask every rank computes the same number of
+  // chunk pairs (2P+1 under zigzag). T that does not split evenly is refused with
+  // "context parallel: T = <T> does not split into <n> equal chunks over <P> ranks", n = P
+  // (plain) or 2P (zigzag), never cut unevenly (about 8 lines).
+  const std::int64_t n = split == Split::zigzag ? 2 * P : P;
+  MGPU_CHECK(T > 0 && T % n == 0, "context parallel: T = ", T, " does not split into ", n,
+             " equal chunks over ", P, " ranks");
+  const std::int64_t c = T / n;
+  auto add_chunk = [&](std::int64_t i) {
+    for (std::int64_t t = i * c; t < (i + 1) * c; ++t) pos.push_back(t);
+  };
+  add_chunk(rank);
+  if (split == Split::zigzag) add_chunk(2 * P - 1 - rank);
+  // TODO(task2) END
+  return pos;
+}
+
+}  // namespace mgpu::parallel::cp
