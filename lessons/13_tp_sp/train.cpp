@@ -1,10 +1,12 @@
-// train: lesson 13's program. gpt-tiny (lesson 12) split over every rank as one
-// tensor-parallel group: the blocks are ParallelBlocks (attention by heads, the MLP by hidden
-// features; with --sp the LayerNorm regions cut along T), the head is split by vocabulary
-// (the tied table's rows, padded to a multiple of the ranks) and the loss is the
-// vocabulary-parallel cross-entropy (task 2), so the logits are never gathered. With --check
-// (the default) every rank also trains the unsplit nn::GPT from the same seed on the same
-// batches and prints both losses; in f64 they agree to about 1e-12, in f32 to about 1e-5.
+// train: lesson 13's program. gpt-tiny (lesson 12) split over tensor-parallel groups: the
+// blocks are ParallelBlocks (attention by heads, the MLP by hidden features; with --sp the
+// LayerNorm regions cut along T), the token embedding is vocabulary-parallel (the library's
+// VocabParallelEmbedding: this rank's rows of the table, padded to a multiple of the ranks),
+// the head tied to it computes this rank's columns of the logits, and the loss is the
+// vocabulary-parallel cross-entropy (task 2), so no rank ever holds the full B·T·V logits.
+// With --check (the default) every rank also trains the unsplit nn::GPT from the same seed
+// on the same batches and prints both losses; in f64 they agree to 2e-15, in f32 to
+// about 1e-5.
 //
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20
 //   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 4 --data synthetic --steps 20 --sp
@@ -12,12 +14,11 @@
 //                                            (2 x 2: TP inside, data parallelism across)
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --data synthetic --steps 4 --dtype f64
 //
-// The embedding tables stay whole on every rank of a TP group (their gradients come out
-// identical); the head's share of the tied table's gradient, computed for this rank's
-// vocabulary rows, is summed over the group in one all-reduce. With more ranks than --tp,
-// lesson 11's grid: TP groups of consecutive ranks, data-parallel groups of every tp-th;
-// replica d reads batch s·D + d and the gradients are averaged over the DP group in one
-// all-reduce (the reference reads all D batches).
+// With more ranks than --tp, lesson 11's grid: TP groups of consecutive ranks, data-parallel
+// groups of every tp-th; replica d reads batch s·D + d and lesson 05's DistributedDataParallel,
+// over the DP group, averages the gradients in buckets while the backward runs (the
+// reference reads all D batches). Under SP the replicated parameters' partial gradients are
+// then summed over the TP group (task 4).
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -34,6 +35,7 @@
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
 #include "mgpu/optim/adamw.h"
+#include "mgpu/parallel/ddp/ddp.h"
 #include "mgpu/parallel/tp/parallel_block.h"
 
 namespace {
@@ -51,50 +53,33 @@ struct Flags {
   std::string dtype = "f32";
 };
 
-// The split model's parts under the full model's names (what the optimizer sees).
-class Parts : public nn::Module {
- public:
-  void add(const std::string& name, std::shared_ptr<nn::Module> child) { register_module(name, std::move(child)); }
-  Tensor forward(const Tensor&) override { MGPU_FAIL("Parts: call TensorParallelGpt::step"); }
-  Tensor backward(const Tensor&) override { MGPU_FAIL("Parts: call TensorParallelGpt::step"); }
-  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("Parts: not cloned"); }
-  std::string describe() const override { return "TensorParallelGpt"; }
-};
-
-// gpt-tiny cut for this rank: replicated embeddings and final LayerNorm, ParallelBlocks, and
-// a head over this rank's rows of the (padded) vocabulary.
-class TensorParallelGpt {
+// gpt-tiny cut for this rank, under the full model's parameter names: a vocabulary-parallel
+// token embedding, the position embedding and final LayerNorm replicated, ParallelBlocks,
+// and the head tied to the embedding's rows. forward(ids [B, T]) gives this rank's columns
+// of the logits, [B·T, Vp/P]; backward(their gradient) adds every parameter's gradient.
+class TensorParallelGpt : public nn::Module {
  public:
   TensorParallelGpt(nn::GPT& full, dist::ProcessGroup& group, bool sp)
-      : group_(group), sp_(sp), vocab_(full.config().vocab_size),
-        padded_(tpar::padded_vocab(full.config().vocab_size, group.size())),
-        rows_(tpar::shard_range(padded_, group.size(), group.rank())) {
+      : group_(group), sp_(sp), n_head_(full.config().n_head) {
     const auto& kids = full.children();
-    wte_ = kids.front().second->clone();
+    wte_ = std::make_shared<tpar::VocabParallelEmbedding>(*kids.front().second, group);
     wpe_ = kids.at(1).second->clone();
     ln_f_ = kids.back().second->clone();
-    parts_.add(kids.front().first, wte_);
-    parts_.add(kids.at(1).first, wpe_);
+    register_module(kids.front().first, wte_);
+    register_module(kids.at(1).first, wpe_);
     for (std::size_t i = 2; i + 1 < kids.size(); ++i) {
       blocks_.push_back(std::make_shared<tpar::ParallelBlock>(static_cast<nn::Block&>(*kids[i].second), group, sp));
-      parts_.add(kids[i].first, blocks_.back());
+      register_module(kids[i].first, blocks_.back());
     }
-    parts_.add(kids.back().first, ln_f_);
+    register_module(kids.back().first, ln_f_);
   }
 
-  // Every parameter this rank holds (what its optimizer updates).
-  std::vector<nn::Parameter*> parameters() { return parts_.parameters(); }
-  std::vector<std::pair<std::string, nn::Parameter*>> named_parameters() { return parts_.named_parameters(); }
-  nn::Module& parts() { return parts_; }
-  void zero_grad() { parts_.zero_grad(); }
-  std::int64_t num_parameters() { return parts_.num_parameters(); }
-
-  // The mean loss of one batch, forward and backward; gradients added to the parameters.
-  double step(const Tensor& ids, const Tensor& targets) {
+  Tensor forward(const Tensor& ids) override {
     const std::int64_t B = ids.size(0), T = ids.size(1);
-    Tensor& table = wte_->parameter("weight").value;
+    const Tensor& table = wte_->parameter("weight").value;  // this rank's rows [Vp/P, C]
     const std::int64_t C = table.size(1);
-    // The token and position embeddings (whole on every rank), then the blocks.
+    // The token embedding (one all-reduce: each token's row comes from its owner) plus the
+    // positions', whole on every rank; then the blocks.
     std::vector<std::int64_t> positions(static_cast<std::size_t>(T));
     for (std::int64_t t = 0; t < T; ++t) positions[static_cast<std::size_t>(t)] = t;
     Tensor x = wte_->forward(ids);
@@ -102,49 +87,75 @@ class TensorParallelGpt {
     Tensor flat = x.reshape({B, T * C});
     add_rowwise_(flat, pos.reshape({T * C}));
     if (sp_) x = tpar::scatter_sequence(x, group_);
-    for (auto& b : blocks_) x = b->forward(x);
-    if (sp_) x = tpar::gather_sequence(x, group_);
-    const Tensor hidden = ln_f_->forward(x).reshape({B * T, C});
-    // The head: this rank's rows of the padded table (the padding rows zero).
-    Tensor w_r = Tensor::zeros({rows_.size(), C}, table.dtype(), table.device());
-    const std::int64_t real_end = std::min(rows_.end, vocab_);
-    if (real_end > rows_.begin) {
-      Tensor dst = w_r.slice(0, real_end - rows_.begin);
-      copy_(dst, table.slice(rows_.begin, real_end));
+    kept_ = 0;  // what the blocks keep for the backward, each block's input left out (§3)
+    for (auto& b : blocks_) {
+      const std::size_t before = memory_stats(x.device()).allocated;
+      Tensor y = b->forward(x);
+      kept_ += memory_stats(x.device()).allocated - before - y.nbytes();
+      x = std::move(y);
     }
-    const Tensor logits_r = matmul(hidden, w_r, false, true);
-    Tensor grad_r;
-    const double loss = tpar::vocab_parallel_cross_entropy(logits_r, targets.reshape({B * T}), rows_,
-                                                           vocab_, group_, &grad_r);
-    // Backward: the hidden state's gradient is a sum over the vocabulary slices (the head
-    // is column-parallel: one all-reduce), the head's table rows are this rank's.
-    Tensor d_hidden = matmul(grad_r, w_r);
+    if (sp_) x = tpar::gather_sequence(x, group_);
+    hidden_ = ln_f_->forward(x).reshape({B * T, C});
+    shape_ = {B, T, C};
+    // The head: this rank's rows of the padded table (the padding rows zero), so this
+    // rank's columns of the logits; task 2's loss reads them where they are.
+    return matmul(hidden_, table, false, true);
+  }
+
+  Tensor backward(const Tensor& grad_r) override {
+    // The hidden state's gradient is a sum over the vocabulary slices (the head is
+    // column-parallel: one all-reduce); the head's share of the table's gradient falls on
+    // this rank's rows, added before the embedding's backward declares it final.
+    nn::Parameter& table = wte_->parameter("weight");
+    Tensor d_hidden = matmul(grad_r, table.value);
     group_.all_reduce(d_hidden, dist::ReduceOp::sum).wait();
-    Tensor head_grad = Tensor::zeros({padded_, C}, table.dtype(), table.device());
-    Tensor mine = head_grad.slice(rows_.begin, rows_.end);
-    copy_(mine, matmul(grad_r, hidden, true, false));
-    group_.all_reduce(head_grad, dist::ReduceOp::sum).wait();
-    add_(wte_->parameter("weight").grad, head_grad.slice(0, vocab_));
-    Tensor dx = ln_f_->backward(d_hidden.reshape({B, T, C}));
+    add_(table.grad, matmul(grad_r, hidden_, true, false));
+    hidden_ = Tensor();
+    Tensor dx = ln_f_->backward(d_hidden.reshape(shape_));
     if (sp_) dx = tpar::scatter_sequence(dx, group_);  // every rank holds the same whole dx
     for (std::size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx);
-    if (sp_) {
-      dx = tpar::gather_sequence(dx, group_);
-      for (auto& b : blocks_) tpar::all_reduce_replicated_grads(*b, b->replicated_parameter_names(), group_);
-    }
+    if (sp_) dx = tpar::gather_sequence(dx, group_);
+    const std::int64_t B = shape_[0], T = shape_[1], C = shape_[2];
     wpe_->backward(sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
     wte_->backward(dx);
-    return loss;
+    return Tensor();  // ids have no gradient
   }
+
+  // Under SP the LayerNorms' and row biases' gradients are partial sums over the TP group:
+  // sum them (task 4), after any data-parallel averaging (both are sums; they commute).
+  void reduce_replicated_grads() {
+    if (!sp_) return;
+    for (auto& b : blocks_) tpar::all_reduce_replicated_grads(*b, b->replicated_parameter_names(), group_);
+  }
+
+  // Bytes the blocks' last training forward kept for the backward on this rank.
+  std::size_t kept_bytes() const { return kept_; }
+  // §3's formula for the same, per rank: TP 3NC + 4N + (12NC + B·H·T²)/P values per
+  // block, TP+SP 2NC + (13NC + 4N + B·H·T²)/P.
+  double kept_formula(std::int64_t B, std::int64_t T, std::size_t value_bytes) const {
+    const double N = static_cast<double>(B * T), C = static_cast<double>(shape_.back()),
+                 H = static_cast<double>(n_head_), P = group_.size(), att = B * H * T * T;
+    const double per_block = sp_ ? 2 * N * C + (13 * N * C + 4 * N + att) / P
+                                 : 3 * N * C + 4 * N + (12 * N * C + att) / P;
+    return per_block * static_cast<double>(blocks_.size() * value_bytes);
+  }
+  // The vocabulary: the real one and this rank's rows of the padded one.
+  std::int64_t vocab() const { return wte_->vocab(); }
+  tpar::ShardRange rows() const { return wte_->rows(); }
+
+  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("TensorParallelGpt: not cloned"); }
+  std::string describe() const override { return "TensorParallelGpt"; }
 
  private:
   dist::ProcessGroup& group_;
   bool sp_;
-  std::int64_t vocab_, padded_;
-  tpar::ShardRange rows_;
-  std::shared_ptr<nn::Module> wte_, wpe_, ln_f_;
+  std::int64_t n_head_;
+  std::shared_ptr<tpar::VocabParallelEmbedding> wte_;
+  std::shared_ptr<nn::Module> wpe_, ln_f_;
   std::vector<std::shared_ptr<tpar::ParallelBlock>> blocks_;
-  Parts parts_;
+  Tensor hidden_;
+  Shape shape_;
+  std::size_t kept_ = 0;
 };
 
 // The unsplit model's mean loss of one batch, forward and backward.
@@ -185,44 +196,55 @@ int train(const Flags& f) {
   nn::manual_seed(f.seed);
   nn::GPT full(config);
   full.to(dtype);
-  TensorParallelGpt model(full, *group, f.sp);  // throws when P does not divide the 4 heads
+  auto model = std::make_shared<TensorParallelGpt>(full, *group, f.sp);  // throws when P does not divide the 4 heads
+  // Data parallelism across the TP groups: lesson 05's DDP over this rank's DP group (the
+  // replicas of the same shard), its buckets all-reduced while the backward runs.
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
+  if (D > 1) ddp = std::make_unique<parallel::DistributedDataParallel>(model, *dp_group);
+  nn::Module& trained = ddp ? static_cast<nn::Module&>(*ddp) : *model;
   optim::AdamWOptions adam;
   adam.lr = f.lr;
-  optim::AdamW optimizer(model.parameters(), adam);
+  optim::AdamW optimizer(model->parameters(), adam);
   optim::AdamW full_optimizer(full.parameters(), adam);
   const std::int64_t Vp = tpar::padded_vocab(config.vocab_size, P);
   if (rank == 0) {
     std::printf("lesson 13: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel%s x %d "
-                "data-parallel replica(s), %s, %s\n",
+                "data-parallel replica(s)%s, %s, %s\n",
                 config.str().c_str(), W, P, f.sp ? " + sequence parallel" : "", D,
-                f.dtype.c_str(), corpus.source.c_str());
-    std::printf("vocabulary %lld padded to %lld (%lld padding row(s)), %lld rows per rank; "
-                "parameters per rank %lld of %lld\n",
+                D > 1 ? " (DDP over each DP group)" : "", f.dtype.c_str(), corpus.source.c_str());
+    std::printf("vocabulary %lld padded to %lld (%lld padding row(s)), %lld rows per rank "
+                "(embedding and head); parameters per rank %lld of %lld\n",
                 static_cast<long long>(config.vocab_size), static_cast<long long>(Vp),
                 static_cast<long long>(Vp - config.vocab_size), static_cast<long long>(Vp / P),
-                static_cast<long long>(model.num_parameters()), static_cast<long long>(full.num_parameters()));
+                static_cast<long long>(model->num_parameters()), static_cast<long long>(full.num_parameters()));
   }
+  const std::size_t value_bytes = dtype == DType::f64 ? 8 : 4;
+  const tpar::ShardRange rows = model->rows();
   double worst = 0.0, loss = 0.0, ref = 0.0;
-  std::vector<std::string> names;  // every parameter: DP averages them all
-  for (const auto& [name, p] : model.named_parameters()) names.push_back(name);
   for (std::int64_t s = 0; s < f.steps; ++s) {
     // Replica d reads batch s·D + d: D batches per step, as one process reading them all.
     const data::TextBatch batch = loader.batch(s * D + me.dp_rank);
-    model.zero_grad();
+    const std::int64_t N = batch.inputs.numel();
+    model->zero_grad();
     reset_peak_memory(Device::cpu());
     const std::size_t base = memory_stats(Device::cpu()).allocated;
-    const std::int64_t before = group->collectives_issued() + dp_group->collectives_issued();
-    loss = model.step(batch.inputs, batch.targets);
+    const std::int64_t tp_before = group->collectives_issued(), dp_before = dp_group->collectives_issued();
+    // This rank's columns of the logits, [N, Vp/P], and task 2's loss over the TP group.
+    const Tensor logits_r = trained.forward(batch.inputs);
+    const std::size_t logits_bytes = logits_r.nbytes();
+    Tensor grad_r;
+    loss = tpar::vocab_parallel_cross_entropy(logits_r, batch.targets.reshape({N}), rows,
+                                              model->vocab(), *group, &grad_r);
+    trained.backward(grad_r);  // under DDP: the gradients averaged over the DP group
     const std::size_t peak = memory_stats(Device::cpu()).peak_allocated - base;
-    if (D > 1) {  // data parallelism: the mean gradient and loss over the replicas
-      tpar::all_reduce_replicated_grads(model.parts(), names, *dp_group);  // one all-reduce
-      for (nn::Parameter* p : model.parameters()) scale_(p->grad, 1.0 / D);
+    model->reduce_replicated_grads();
+    if (D > 1) {  // the mean loss over the replicas (for printing)
       Tensor l = Tensor::from_vector(std::vector<double>{loss / D}, {1});
       dp_group->all_reduce(l, dist::ReduceOp::sum).wait();
       loss = l.to_vector<double>()[0];
     }
-    const std::int64_t collectives =
-        group->collectives_issued() + dp_group->collectives_issued() - before;
+    const std::int64_t tp_collectives = group->collectives_issued() - tp_before;
+    const std::int64_t dp_collectives = dp_group->collectives_issued() - dp_before;
     optimizer.step();
     if (f.check) {  // the unsplit model on all D batches, their gradients averaged
       full.zero_grad();
@@ -237,12 +259,26 @@ int train(const Flags& f) {
       worst = std::max(worst, std::abs(loss - ref));
     }
     if (rank == 0) {
+      if (s == 0)
+        std::printf("memory per rank (rank 0): logits %.1f KiB (N·Vp/P values; the full N·V "
+                    "would be %.1f KiB), activations the blocks keep %.1f KiB (formula %.1f KiB)\n",
+                    static_cast<double>(logits_bytes) / 1024.0,
+                    static_cast<double>(N * config.vocab_size * static_cast<std::int64_t>(value_bytes)) / 1024.0,
+                    static_cast<double>(model->kept_bytes()) / 1024.0,
+                    model->kept_formula(batch.inputs.size(0), batch.inputs.size(1), value_bytes) / 1024.0);
       std::printf("step %lld loss %.6f", static_cast<long long>(s), loss);
       if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
-      std::printf(" collectives %lld peak step memory %.1f KiB (rank 0; the unsplit model's "
-                  "step not included)\n",
-                  static_cast<long long>(collectives), static_cast<double>(peak) / 1024.0);
+      std::printf(" collectives TP %lld", static_cast<long long>(tp_collectives));
+      if (D > 1) std::printf(" DP %lld", static_cast<long long>(dp_collectives));
+      std::printf(" peak step memory %.1f KiB (rank 0; the unsplit model's step not included)\n",
+                  static_cast<double>(peak) / 1024.0);
     }
+  }
+  if (ddp && rank == 0) {  // the buckets after the rebuild (every parameter of this rank's shard)
+    std::printf("DDP over each DP group: %zu bucket(s):", ddp->reducer().num_buckets());
+    for (std::size_t b = 0; b < ddp->reducer().num_buckets(); ++b)
+      std::printf(" %.3f MiB", static_cast<double>(ddp->reducer().bucket_bytes(b)) / (1024.0 * 1024.0));
+    std::printf("\n");
   }
   if (rank == 0) {
     std::printf("final: loss %.6f", loss);

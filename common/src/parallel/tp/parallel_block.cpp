@@ -66,6 +66,7 @@ Tensor RowShardLinear::forward(const Tensor& x) {
 Tensor RowShardLinear::backward(const Tensor& grad_out) {
   const Tensor x = saved_.pop(describe());
   add_(weight().grad, matmul(grad_out, x, true, false));
+  weight().notify_grad_ready();  // final for this backward (DDP's hooks, lesson 05)
   return matmul(grad_out, weight().value);
 }
 
@@ -213,6 +214,7 @@ Tensor ParallelBlock::branch_forward(std::size_t i, RowShardLinear& proj, const 
 Tensor ParallelBlock::branch_backward(std::size_t i, RowShardLinear& proj, const Tensor& grad_out) {
   const Tensor rows = grad_out.reshape({grad_out.numel() / grad_out.size(2), grad_out.size(2)});
   add_(proj.bias().grad, sum(rows, 0));
+  proj.bias().notify_grad_ready();  // this rank's share, final (summed over TP by task 4 under SP)
   const Tensor d_out = sp_ ? gather_sequence(grad_out, *group_) : grad_out;  // g's backward
   Tensor d_in = child_at(i + 1)->backward(d_out);
   Tensor d_normed;
@@ -312,6 +314,7 @@ Tensor VocabParallelEmbedding::backward(const Tensor& grad_out) {
     Tensor row = grad.view((t - rows_.begin) * dim_, {dim_});
     add_(row, grad_out.view(static_cast<std::int64_t>(i) * dim_, {dim_}));
   }
+  parameter_at(0).notify_grad_ready();  // final for this backward (a tied head adds first)
   return Tensor();  // ids have no gradient
 }
 

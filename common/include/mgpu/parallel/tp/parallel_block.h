@@ -62,7 +62,8 @@ class RowShardLinear : public nn::Module {
   RowShardLinear(nn::Linear& full, ShardRange input_range);
   /// x_r [N, in_r] -> [N, out], a partial sum. No communication, no bias.
   Tensor forward(const Tensor& x) override;
-  /// dy [N, out] -> dx_r [N, in_r]; adds the weight's gradient (not the bias's).
+  /// dy [N, out] -> dx_r [N, in_r]; adds the weight's gradient (not the bias's) and fires
+  /// the weight's grad-ready hooks (the block fires the bias's after adding its share).
   Tensor backward(const Tensor& grad_out) override;
   std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
@@ -199,7 +200,9 @@ void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::strin
 /// zero and never looked up), as parameter "weight" [V/P, C]. forward(ids [B, T]) looks up
 /// the tokens in its rows, writes zeros for the others, and sums the ranks' results with one
 /// all-reduce: [B, T, C], whole on every rank. backward(dy) adds dy's rows to the rows of
-/// the tokens it owns; no communication (dy is whole on every rank).
+/// the tokens it owns, then fires the table's grad-ready hooks; no communication (dy is
+/// whole on every rank). A head tied to the table (logits_r = h · weight^T, this rank's
+/// columns of the logits) adds its share to weight.grad before this backward.
 class VocabParallelEmbedding : public nn::Module {
  public:
   /// Cuts `full` (an nn::Embedding [V, C]) for rank group.rank() of group.size().
