@@ -1,0 +1,363 @@
+// train: lesson 14's program. gpt-tiny (lesson 12) with its sequence split over the ranks:
+// context parallelism. Every rank holds the whole model and its own positions of every
+// window (plain blocks or, with --split zigzag, a head chunk and a tail chunk); everything
+// but attention is token-wise and runs on those positions alone; attention is ring
+// attention (tasks 1-4), or with --allgather the all-gather-K/V baseline. Each rank's
+// gradients cover its tokens only: one all-reduce per parameter sums them (the loss is the
+// mean over all B·T tokens). With --check (the default) every rank also trains the unsplit
+// nn::GPT on the same batches and prints both losses; in f64 they agree to about 1e-15, in
+// f32 to about 1e-5.
+//
+//   tools/mpirun -np 2 build/solutions/14_context_parallel/train --data synthetic --steps 10
+//   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1
+//                                                   --steps 3 --no-check      (a long context)
+//
+// Memory per rank: the blocks keep 15·N_r·C + 4·N_r values per block (N_r = B·T/P tokens,
+// §6), plus the ring's merged result in f64, N_r·C + B·H·T/P values; never the B·H·T²
+// probabilities of lesson 12's attention.
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "mgpu/allocator.h"
+#include "mgpu/app/app.h"
+#include "mgpu/app/clock.h"
+#include "mgpu/copy.h"
+#include "mgpu/data/text.h"
+#include "mgpu/dist/dist.h"
+#include "mgpu/nn/gpt.h"
+#include "mgpu/nn/init.h"
+#include "mgpu/ops.h"
+#include "mgpu/optim/adamw.h"
+#include "mgpu/parallel/cp/ring_attention.h"
+
+namespace {
+
+using namespace mgpu;
+namespace cp = mgpu::parallel::cp;
+
+struct Flags {
+  std::string data = "synthetic";
+  std::int64_t steps = 10, batch = 4, seq = 64;
+  double lr = 1e-3;
+  std::uint64_t seed = 1337;
+  std::string split = "zigzag";
+  bool allgather = false, check = true;
+  std::string dtype = "f32";
+};
+
+// Columns `pos` of a [B, T] tensor of token ids: [B, pos.size()].
+Tensor take_columns(const Tensor& ids, const std::vector<std::int64_t>& pos) {
+  const std::int64_t B = ids.size(0), T = ids.size(1), n = static_cast<std::int64_t>(pos.size());
+  const std::vector<std::int64_t> all = ids.to_vector<std::int64_t>();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(B * n));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < n; ++i) out[b * n + i] = all[b * T + pos[i]];
+  return Tensor::from_vector(out, {B, n});
+}
+
+// Self-attention over this rank's tokens [B, T/P, C] whose keys and values are the whole
+// sequence's: c_attn and c_proj are the full layer's (token-wise), the core is ring
+// attention (or the all-gather baseline) over the group.
+class ContextParallelAttention : public nn::Module {
+ public:
+  ContextParallelAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group, cp::Split split,
+                           bool allgather)
+      : group_(group), split_(split), allgather_(allgather), heads_(full.n_head()) {
+    register_module("c_attn", full.children().at(0).second->clone());
+    register_module("c_proj", full.children().at(1).second->clone());
+  }
+  Tensor forward(const Tensor& x) override {
+    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads_, D = C / H;
+    const Tensor qkv = child_at(0)->forward(x.reshape({B * T, C}));
+    auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
+    cp::CpForward f = allgather_ ? cp::allgather_attention_forward(q, k, v, split_, true, group_)
+                                 : cp::ring_attention_forward(q, k, v, split_, true, group_);
+    const Tensor merged = nn::merge_heads(f.out, B, T, H, D);
+    work_ = f.work;
+    f.out = Tensor();  // merge_heads copied it; the backward needs the f64 result only
+    saved_.push_back({q, k, v, std::move(f), B, T});
+    return child_at(1)->forward(merged).reshape({B, T, C});
+  }
+  Tensor backward(const Tensor& grad_out) override {
+    Saved s = std::move(saved_.back());
+    saved_.pop_back();
+    const std::int64_t B = s.B, T = s.T, C = grad_out.size(2), H = heads_, D = C / H;
+    const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, C}));
+    const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
+    const nn::AttentionGrads g =
+        allgather_ ? cp::allgather_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_)
+                   : cp::ring_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_);
+    const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
+    return child_at(0)->backward(d_qkv).reshape({B, T, C});
+  }
+  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelAttention: not cloned"); }
+  std::string describe() const override { return "ContextParallelAttention"; }
+  std::int64_t work() const { return work_; }  // score entries of the last forward
+
+ private:
+  struct Saved {
+    Tensor q, k, v;
+    cp::CpForward f;
+    std::int64_t B = 0, T = 0;
+  };
+  dist::ProcessGroup& group_;
+  cp::Split split_;
+  bool allgather_;
+  std::int64_t heads_, work_ = 0;
+  std::vector<Saved> saved_;
+};
+
+// A GPT block on this rank's tokens: the full block's LayerNorms and MLP, and the attention
+// above. The residual sums as nn::Block's.
+class ContextParallelBlock : public nn::Module {
+ public:
+  ContextParallelBlock(nn::Block& full, dist::ProcessGroup& group, cp::Split split, bool allgather) {
+    const auto& kids = full.children();
+    register_module("ln_1", kids.at(0).second->clone());
+    register_module("attn", std::make_shared<ContextParallelAttention>(
+                                static_cast<nn::CausalSelfAttention&>(*kids.at(1).second), group,
+                                split, allgather));
+    register_module("ln_2", kids.at(2).second->clone());
+    register_module("mlp", kids.at(3).second->clone());
+  }
+  Tensor forward(const Tensor& x) override {
+    Tensor h = add(x, child_at(1)->forward(child_at(0)->forward(x)));
+    return add(h, child_at(3)->forward(child_at(2)->forward(h)));
+  }
+  Tensor backward(const Tensor& grad_out) override {
+    Tensor dh = grad_out.clone();
+    add_(dh, child_at(2)->backward(child_at(3)->backward(grad_out)));
+    Tensor dx = dh.clone();
+    add_(dx, child_at(0)->backward(child_at(1)->backward(dh)));
+    return dx;
+  }
+  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelBlock: not cloned"); }
+  std::string describe() const override { return "ContextParallelBlock"; }
+  std::int64_t work() const { return static_cast<ContextParallelAttention&>(*children().at(1).second).work(); }
+};
+
+// gpt-tiny on this rank's positions of each window: the embeddings, the blocks above, the
+// final LayerNorm and the tied head, all replicated. forward(ids_r [B, T/P]) gives the
+// logits of this rank's tokens [B·T/P, V].
+class ContextParallelGpt : public nn::Module {
+ public:
+  ContextParallelGpt(nn::GPT& full, dist::ProcessGroup& group, cp::Split split, bool allgather)
+      : n_head_(full.config().n_head) {
+    const auto& kids = full.children();
+    register_module(kids.front().first, kids.front().second->clone());
+    register_module(kids.at(1).first, kids.at(1).second->clone());
+    for (std::size_t i = 2; i + 1 < kids.size(); ++i) {
+      blocks_.push_back(std::make_shared<ContextParallelBlock>(static_cast<nn::Block&>(*kids[i].second),
+                                                               group, split, allgather));
+      register_module(kids[i].first, blocks_.back());
+    }
+    register_module(kids.back().first, kids.back().second->clone());
+  }
+
+  // positions: the global positions of ids_r's columns.
+  void set_positions(std::vector<std::int64_t> positions) { positions_ = std::move(positions); }
+
+  Tensor forward(const Tensor& ids) override {
+    const std::int64_t B = ids.size(0), T = ids.size(1);
+    nn::Parameter& table = child_at(0)->parameter("weight");
+    const std::int64_t C = table.value.size(1);
+    Tensor x = child_at(0)->forward(ids);
+    const Tensor pos = child_at(1)->forward(Tensor::from_vector(positions_, {T}, ids.device()));
+    Tensor flat = x.reshape({B, T * C});
+    add_rowwise_(flat, pos.reshape({T * C}));
+    kept_ = 0;  // what the blocks keep for the backward, each block's input left out
+    for (auto& b : blocks_) {
+      const std::size_t before = memory_stats(x.device()).allocated;
+      Tensor y = b->forward(x);
+      kept_ += memory_stats(x.device()).allocated - before - y.nbytes();
+      x = std::move(y);
+    }
+    hidden_ = child_at(num_children() - 1)->forward(x).reshape({B * T, C});
+    shape_ = {B, T, C};
+    return matmul(hidden_, table.value, false, true);
+  }
+
+  Tensor backward(const Tensor& grad) override {
+    nn::Parameter& table = child_at(0)->parameter("weight");
+    matmul_out(table.grad, grad, hidden_, true, false, 1.0, 1.0);
+    Tensor dx = matmul(grad, table.value).reshape(shape_);
+    hidden_ = Tensor();
+    dx = child_at(num_children() - 1)->backward(dx);
+    for (std::size_t l = blocks_.size(); l-- > 0;) dx = blocks_[l]->backward(dx);
+    const std::int64_t B = shape_[0], T = shape_[1], C = shape_[2];
+    child_at(1)->backward(sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
+    child_at(0)->backward(dx);
+    return Tensor();
+  }
+
+  std::size_t kept_bytes() const { return kept_; }
+  // The formula for the same: per block 15·N_r·C + 4·N_r values, and the ring's merged
+  // result in f64, N_r·C + B·H·T_r values (N_r = B·T_r tokens of this rank).
+  double kept_formula(std::int64_t B, std::int64_t Tr, std::size_t value_bytes) const {
+    const double N = static_cast<double>(B * Tr), C = static_cast<double>(shape_.back());
+    const double per_block = (15 * N * C + 4 * N) * static_cast<double>(value_bytes) +
+                             (N * C + static_cast<double>(B * n_head_ * Tr)) * 8.0;
+    return per_block * static_cast<double>(blocks_.size());
+  }
+  std::int64_t work() const {
+    std::int64_t w = 0;
+    for (const auto& b : blocks_) w += b->work();
+    return w;
+  }
+
+  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelGpt: not cloned"); }
+  std::string describe() const override { return "ContextParallelGpt"; }
+
+ private:
+  std::int64_t n_head_;
+  std::vector<std::shared_ptr<ContextParallelBlock>> blocks_;
+  std::vector<std::int64_t> positions_;
+  Tensor hidden_;
+  Shape shape_;
+  std::size_t kept_ = 0;
+};
+
+// The unsplit model's mean loss of one batch, forward and backward.
+double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
+  const Tensor logits = model.forward(ids);
+  const std::int64_t V = logits.size(2), N = logits.numel() / V;
+  Tensor probs;
+  const double loss = softmax_cross_entropy(logits.reshape({N, V}), targets.reshape({N}), &probs)
+                          .to_vector<double>()[0];
+  model.backward(softmax_cross_entropy_backward(probs, targets.reshape({N})).reshape(logits.shape()));
+  return loss;
+}
+
+int train(const Flags& f) {
+  std::setvbuf(stdout, nullptr, _IOLBF, 0);
+  std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const int P = world->size(), rank = world->rank();
+  dist::GroupOptions quiet;
+  quiet.announce = false;
+  std::shared_ptr<dist::ProcessGroup> group = dist::new_group("mpi", Device::cpu(), quiet);
+  const cp::Split split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
+  const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
+  const data::TextCorpus corpus = f.data == "synthetic" ? data::TextCorpus::synthetic(200000, f.seed)
+                                  : f.data == "shakespeare" ? data::TextCorpus::load(data::TextCorpus::kDefaultPath)
+                                                            : data::TextCorpus::load(f.data);
+  const data::TextLoader loader(corpus.train, f.batch, f.seq, f.seed);
+  nn::GPTConfig config = nn::GPTConfig::tiny(corpus.tokenizer.vocab_size());
+  config.block_size = std::max(config.block_size, f.seq);  // a long context: a longer position table
+  // This rank's positions: refused here, on every rank, when --seq does not split.
+  const std::vector<std::int64_t> positions = cp::sequence_positions(f.seq, P, rank, split);
+  const std::int64_t Tr = static_cast<std::int64_t>(positions.size());
+  nn::manual_seed(f.seed);
+  nn::GPT full(config);
+  full.to(dtype);
+  auto model = std::make_shared<ContextParallelGpt>(full, *group, split, f.allgather);
+  model->set_positions(positions);
+  optim::AdamWOptions adam;
+  adam.lr = f.lr;
+  optim::AdamW optimizer(model->parameters(), adam);
+  optim::AdamW full_optimizer(full.parameters(), adam);
+  if (rank == 0)
+    std::printf("lesson 14: gpt-tiny (%s) over %d rank(s), context parallel: T = %lld cut %s "
+                "into %lld positions per rank, attention %s, %s, %s\n",
+                config.str().c_str(), P, static_cast<long long>(f.seq), cp::split_name(split),
+                static_cast<long long>(Tr), f.allgather ? "all-gather K/V" : "ring",
+                f.dtype.c_str(), corpus.source.c_str());
+  const std::size_t value_bytes = dtype == DType::f64 ? 8 : 4;
+  double worst = 0.0, loss = 0.0, ref = 0.0, step_s = 0.0;
+  for (std::int64_t s = 0; s < f.steps; ++s) {
+    const data::TextBatch batch = loader.batch(s);
+    const Tensor ids_r = take_columns(batch.inputs, positions);
+    const Tensor targets_r = take_columns(batch.targets, positions);
+    const std::int64_t N = ids_r.numel();
+    model->zero_grad();
+    reset_peak_memory(Device::cpu());
+    const std::size_t base = memory_stats(Device::cpu()).allocated;
+    const double t0 = app::now_s();
+    const Tensor logits = model->forward(ids_r);
+    Tensor probs;
+    const double local = softmax_cross_entropy(logits, targets_r.reshape({N}), &probs).to_vector<double>()[0];
+    // The mean over all B·T tokens: each rank's mean weighs 1/P (every rank has B·T/P).
+    Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
+    scale_(grad, 1.0 / P);
+    model->backward(grad);
+    const std::size_t peak = memory_stats(Device::cpu()).peak_allocated - base;
+    for (nn::Parameter* p : model->parameters()) group->all_reduce(p->grad, dist::ReduceOp::sum).wait();
+    Tensor l = Tensor::from_vector(std::vector<double>{local / P}, {1});
+    group->all_reduce(l, dist::ReduceOp::sum).wait();
+    loss = l.to_vector<double>()[0];
+    optimizer.step();
+    const double dt = app::now_s() - t0;
+    if (s > 0 || f.steps == 1) step_s += dt;  // the first step warms the caches
+    if (f.check) {
+      full.zero_grad();
+      ref = full_step(full, batch.inputs, batch.targets);
+      full_optimizer.step();
+      worst = std::max(worst, std::abs(loss - ref));
+    }
+    // The score entries each rank computed (per batch row and head, every layer): the
+    // causal mask's load balance, plain against zigzag.
+    std::vector<std::int64_t> work(static_cast<std::size_t>(P), 0);
+    work[static_cast<std::size_t>(rank)] = model->work();
+    Tensor w = Tensor::from_vector(work, {P});
+    group->all_reduce(w, dist::ReduceOp::sum).wait();
+    work = w.to_vector<std::int64_t>();
+    if (rank == 0) {
+      if (s == 0) {
+        std::printf("memory per rank (rank 0): activations the blocks keep %.1f KiB (formula "
+                    "%.1f KiB)\n", static_cast<double>(model->kept_bytes()) / 1024.0,
+                    model->kept_formula(f.batch, Tr, value_bytes) / 1024.0);
+        std::printf("attention score entries per rank (per row and head, %lld layers):",
+                    static_cast<long long>(config.n_layer));
+        for (int r = 0; r < P; ++r)
+          std::printf(" %lld (causal_work x layers %lld)", static_cast<long long>(work[r]),
+                      static_cast<long long>(cp::causal_work(f.seq, P, r, split) * config.n_layer));
+        std::printf("; largest / mean %.3f\n",
+                    static_cast<double>(*std::max_element(work.begin(), work.end())) * P /
+                        static_cast<double>(std::max<std::int64_t>(1, [&] {
+                          std::int64_t t = 0;
+                          for (auto x : work) t += x;
+                          return t;
+                        }())));
+      }
+      std::printf("step %lld loss %.6f", static_cast<long long>(s), loss);
+      if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
+      std::printf(" step %.3f s, %.0f tokens/s, peak step memory %.1f KiB (rank 0)\n", dt,
+                  static_cast<double>(f.batch * f.seq) / dt, static_cast<double>(peak) / 1024.0);
+    }
+  }
+  if (rank == 0) {
+    const std::int64_t timed = f.steps > 1 ? f.steps - 1 : 1;
+    std::printf("tokens/s over steps 1..%lld: %.0f\n", static_cast<long long>(timed),
+                static_cast<double>(f.batch * f.seq * timed) / std::max(step_s, 1e-9));
+    std::printf("final: loss %.6f", loss);
+    if (f.check) std::printf(" one process %.6f largest |diff| %.2e", ref, worst);
+    std::printf("\n");
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Flags f;
+  CLI::App cli{"Lesson 14: train gpt-tiny with its sequence split over every rank started "
+               "(context parallelism: ring attention; start it with tools/mpirun -np N), "
+               "beside the unsplit model."};
+  cli.add_option("--data", f.data, "synthetic, shakespeare or a text file")->capture_default_str();
+  cli.add_option("--steps", f.steps, "optimizer steps")->capture_default_str();
+  cli.add_option("--batch-size", f.batch, "windows per step")->capture_default_str();
+  cli.add_option("--seq", f.seq, "tokens per window (T): a multiple of the ranks (plain) or of "
+                 "twice the ranks (zigzag); beyond 128 the position table grows")->capture_default_str();
+  cli.add_option("--lr", f.lr, "AdamW's learning rate")->capture_default_str();
+  cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
+  cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
+  cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the "
+               "baseline) instead of the ring");
+  cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
+  cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  MGPU_PARSE_FLAGS(cli, argc, argv);
+  return app::run_distributed(&argc, &argv, [&] { return train(f); });
+}
