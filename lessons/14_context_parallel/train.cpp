@@ -1,16 +1,20 @@
-// train: lesson 14's program. gpt-tiny (lesson 12) with its sequence split over the ranks:
-// context parallelism. Every rank holds the whole model and its own positions of every
-// window (plain blocks or, with --split zigzag, a head chunk and a tail chunk); everything
-// but attention is token-wise and runs on those positions alone; attention is ring
-// attention (tasks 1-4), or with --allgather the all-gather-K/V baseline. Each rank's
-// gradients cover its tokens only: one all-reduce per parameter sums them (the loss is the
-// mean over all B·T tokens). With --check (the default) every rank also trains the unsplit
-// nn::GPT on the same batches and prints both losses; in f64 they agree to about 1e-15, in
-// f32 to about 1e-5.
+// train: lesson 14's program. gpt-tiny (lesson 12) with its sequence split over the ranks
+// of a group of --cp ranks: context parallelism. Every rank holds the whole model and its
+// own positions of every window (plain blocks or, with --split zigzag, a head chunk and a
+// tail chunk); everything but attention is token-wise and runs on those positions alone;
+// attention is ring attention (tasks 1-4), or with --allgather the all-gather-K/V baseline.
+// Each rank's gradients cover its tokens only: one all-reduce per parameter sums them (the
+// loss is the mean over all B·T tokens). With more ranks than --cp, CP groups of
+// consecutive ranks and data parallelism across them: replica d reads batch s·D + d and
+// the same all-reduce, over every rank, averages the replicas too. With --check (the
+// default) every rank also trains the unsplit nn::GPT on the same batches and prints both
+// losses; in f64 they agree to about 1e-15, in f32 to about 1e-7.
 //
-//   tools/mpirun -np 2 build/solutions/14_context_parallel/train --data synthetic --steps 10
+//   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10
+//   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10
+//                                     (2 x 2: CP inside, data parallelism across)
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1
-//                                                   --steps 3 --no-check      (a long context)
+//                                     --steps 3 --no-check      (a long context)
 //
 // Memory per rank: the blocks keep 15·N_r·C + 4·N_r values per block (N_r = B·T/P tokens,
 // §6), plus the ring's merged result in f64, N_r·C + B·H·T/P values; never the B·H·T²
@@ -45,6 +49,7 @@ struct Flags {
   double lr = 1e-3;
   std::uint64_t seed = 1337;
   std::string split = "zigzag";
+  int cp = 0;  // 0: every rank (no data parallelism)
   bool allgather = false, check = true;
   std::string dtype = "f32";
 };
@@ -235,10 +240,20 @@ double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
-  const int P = world->size(), rank = world->rank();
+  const int W = world->size(), P = f.cp == 0 ? W : f.cp;
+  MGPU_CHECK(P >= 1 && W % P == 0, "--cp ", P, " does not divide the ", W,
+             " rank(s); start a multiple of --cp ranks (tools/mpirun -np N)");
+  const int D = W / P, replica = world->rank() / P;  // CP groups of consecutive ranks
   dist::GroupOptions quiet;
   quiet.announce = false;
-  std::shared_ptr<dist::ProcessGroup> group = dist::new_group("mpi", Device::cpu(), quiet);
+  std::shared_ptr<dist::ProcessGroup> group;  // this rank's CP group
+  for (int first = 0; first < W; first += P) {  // new_group is collective: every rank, every group
+    std::vector<int> ranks(static_cast<std::size_t>(P));
+    for (int i = 0; i < P; ++i) ranks[static_cast<std::size_t>(i)] = first + i;
+    if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) group = g;
+  }
+  MGPU_CHECK(group, "rank ", world->rank(), " found no group of its own");
+  const int rank = group->rank();  // within the CP group
   const cp::Split split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
   const data::TextCorpus corpus = f.data == "synthetic" ? data::TextCorpus::synthetic(200000, f.seed)
@@ -259,16 +274,18 @@ int train(const Flags& f) {
   adam.lr = f.lr;
   optim::AdamW optimizer(model->parameters(), adam);
   optim::AdamW full_optimizer(full.parameters(), adam);
-  if (rank == 0)
-    std::printf("lesson 14: gpt-tiny (%s) over %d rank(s), context parallel: T = %lld cut %s "
-                "into %lld positions per rank, attention %s, %s, %s\n",
-                config.str().c_str(), P, static_cast<long long>(f.seq), cp::split_name(split),
+  if (world->rank() == 0)
+    std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way context parallel x %d "
+                "data-parallel replica(s); T = %lld cut %s into %lld positions per rank, "
+                "attention %s, %s, %s\n",
+                config.str().c_str(), W, P, D, static_cast<long long>(f.seq), cp::split_name(split),
                 static_cast<long long>(Tr), f.allgather ? "all-gather K/V" : "ring",
                 f.dtype.c_str(), corpus.source.c_str());
   const std::size_t value_bytes = dtype == DType::f64 ? 8 : 4;
   double worst = 0.0, loss = 0.0, ref = 0.0, step_s = 0.0;
   for (std::int64_t s = 0; s < f.steps; ++s) {
-    const data::TextBatch batch = loader.batch(s);
+    // Replica d reads batch s·D + d: D batches per step, as one process reading them all.
+    const data::TextBatch batch = loader.batch(s * D + replica);
     const Tensor ids_r = take_columns(batch.inputs, positions);
     const Tensor targets_r = take_columns(batch.targets, positions);
     const std::int64_t N = ids_r.numel();
@@ -279,21 +296,28 @@ int train(const Flags& f) {
     const Tensor logits = model->forward(ids_r);
     Tensor probs;
     const double local = softmax_cross_entropy(logits, targets_r.reshape({N}), &probs).to_vector<double>()[0];
-    // The mean over all B·T tokens: each rank's mean weighs 1/P (every rank has B·T/P).
+    // The mean over all D·B·T tokens: each rank's mean weighs 1/(P·D) (every rank has
+    // B·T/P of its replica's B·T), and the gradients are summed over the whole world.
     Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
-    scale_(grad, 1.0 / P);
+    scale_(grad, 1.0 / (P * D));
     model->backward(grad);
     const std::size_t peak = memory_stats(Device::cpu()).peak_allocated - base;
-    for (nn::Parameter* p : model->parameters()) group->all_reduce(p->grad, dist::ReduceOp::sum).wait();
-    Tensor l = Tensor::from_vector(std::vector<double>{local / P}, {1});
-    group->all_reduce(l, dist::ReduceOp::sum).wait();
+    for (nn::Parameter* p : model->parameters()) world->all_reduce(p->grad, dist::ReduceOp::sum).wait();
+    Tensor l = Tensor::from_vector(std::vector<double>{local / (P * D)}, {1});
+    world->all_reduce(l, dist::ReduceOp::sum).wait();
     loss = l.to_vector<double>()[0];
     optimizer.step();
     const double dt = app::now_s() - t0;
     if (s > 0 || f.steps == 1) step_s += dt;  // the first step warms the caches
     if (f.check) {
-      full.zero_grad();
-      ref = full_step(full, batch.inputs, batch.targets);
+      full.zero_grad();  // the unsplit model on all D batches, their gradients averaged
+      ref = 0.0;
+      for (int d = 0; d < D; ++d) {
+        const data::TextBatch b = loader.batch(s * D + d);
+        ref += full_step(full, b.inputs, b.targets) / D;
+      }
+      if (D > 1)
+        for (nn::Parameter* p : full.parameters()) scale_(p->grad, 1.0 / D);
       full_optimizer.step();
       worst = std::max(worst, std::abs(loss - ref));
     }
@@ -304,7 +328,7 @@ int train(const Flags& f) {
     Tensor w = Tensor::from_vector(work, {P});
     group->all_reduce(w, dist::ReduceOp::sum).wait();
     work = w.to_vector<std::int64_t>();
-    if (rank == 0) {
+    if (world->rank() == 0) {
       if (s == 0) {
         std::printf("memory per rank (rank 0): activations the blocks keep %.1f KiB (formula "
                     "%.1f KiB)\n", static_cast<double>(model->kept_bytes()) / 1024.0,
@@ -325,13 +349,13 @@ int train(const Flags& f) {
       std::printf("step %lld loss %.6f", static_cast<long long>(s), loss);
       if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
       std::printf(" step %.3f s, %.0f tokens/s, peak step memory %.1f KiB (rank 0)\n", dt,
-                  static_cast<double>(f.batch * f.seq) / dt, static_cast<double>(peak) / 1024.0);
+                  static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(peak) / 1024.0);
     }
   }
-  if (rank == 0) {
+  if (world->rank() == 0) {
     const std::int64_t timed = f.steps > 1 ? f.steps - 1 : 1;
     std::printf("tokens/s over steps 1..%lld: %.0f\n", static_cast<long long>(timed),
-                static_cast<double>(f.batch * f.seq * timed) / std::max(step_s, 1e-9));
+                static_cast<double>(D * f.batch * f.seq * timed) / std::max(step_s, 1e-9));
     std::printf("final: loss %.6f", loss);
     if (f.check) std::printf(" one process %.6f largest |diff| %.2e", ref, worst);
     std::printf("\n");
@@ -343,9 +367,9 @@ int train(const Flags& f) {
 
 int main(int argc, char** argv) {
   Flags f;
-  CLI::App cli{"Lesson 14: train gpt-tiny with its sequence split over every rank started "
-               "(context parallelism: ring attention; start it with tools/mpirun -np N), "
-               "beside the unsplit model."};
+  CLI::App cli{"Lesson 14: train gpt-tiny with its sequence split over groups of --cp ranks "
+               "(context parallelism: ring attention) and data parallelism across them (start "
+               "it with tools/mpirun -np N), beside the unsplit model."};
   cli.add_option("--data", f.data, "synthetic, shakespeare or a text file")->capture_default_str();
   cli.add_option("--steps", f.steps, "optimizer steps")->capture_default_str();
   cli.add_option("--batch-size", f.batch, "windows per step")->capture_default_str();
@@ -353,6 +377,9 @@ int main(int argc, char** argv) {
                  "twice the ranks (zigzag); beyond 128 the position table grows")->capture_default_str();
   cli.add_option("--lr", f.lr, "AdamW's learning rate")->capture_default_str();
   cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
+  cli.add_option("--cp", f.cp, "ranks of each context-parallel group (consecutive ranks); it must "
+                 "divide the ranks started, the rest are data-parallel replicas (0: every rank, "
+                 "one group)")->capture_default_str();
   cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
   cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the "
                "baseline) instead of the ring");
