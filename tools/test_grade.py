@@ -23,7 +23,7 @@ _loader = importlib.machinery.SourceFileLoader("grade", os.path.join(HERE, "grad
 _spec = importlib.util.spec_from_loader("grade", _loader)
 grade = importlib.util.module_from_spec(_spec)
 _loader.exec_module(grade)
-from grading import building, catch2, confine, reports, running, submission  # noqa: E402
+from grading import building, catch2, confine, reports, running, submission, verdicts  # noqa: E402
 from grading.course import Course                                   # noqa: E402
 import subprocess                                                   # noqa: E402
 
@@ -677,7 +677,10 @@ if os.environ.get("FAKE_RANK0_LATE") and size == 3 and any(c[2] == "abort_np3" f
     else:
         os.abort()
 record = os.environ.get("MGPU_GRADE_RECORD")   # the results the cases recorded
-value = "1" if "/solutions/" in sys.argv[0] else os.environ.get("FAKE_RECORD", "1")
+value = "1" if "/solutions/" in sys.argv[0] else \
+    os.environ.get(f"FAKE_RECORD_RANK{rank}", os.environ.get("FAKE_RECORD", "1"))
+if record and "OMPI_COMM_WORLD_RANK" in os.environ:   # one file per rank
+    record += f".rank{rank}"
 if record and value:
     with open(record, "a") as f:
         f.write("".join(f"{n}\tresult\t0\t1\t {value}\n" for n, _, how in cases if how == "pass"))
@@ -725,6 +728,68 @@ try:
 except MemoryError:
     print("hog=refused")
 '''
+
+
+class VerdictsTest(unittest.TestCase):
+    """What the grader compares outside the tested process (tools/grading/verdicts.py)."""
+
+    def records(self, lines):
+        with tempfile.NamedTemporaryFile("w", suffix=".txt", delete=False) as f:
+            f.write("".join("\t".join(line) + "\n" for line in lines))
+        try:
+            return verdicts.read_records(f.name)
+        finally:
+            os.unlink(f.name)
+
+    def check(self, theirs, reference):
+        return verdicts.differs(self.records(theirs).get("c", {}),
+                                self.records(reference).get("c", {}))
+
+    def test_relative_tolerance(self):
+        ref = [("c", "max_rel_diff #1", "rel:0.01", "2", " 100 0")]
+        self.assertIsNone(self.check([("c", "max_rel_diff #1", "rel:0.01", "2", " 100.9 0.009")], ref))
+        self.assertIn("element 0 is 102", self.check(
+            [("c", "max_rel_diff #1", "rel:0.01", "2", " 102 0")], ref))
+
+    def test_checked_equalities_match_as_text(self):
+        ref = [("c", "== #1", "text", "1", "{ 5 } == { 5 }")]
+        self.assertIsNone(self.check(ref, ref))
+        self.assertIn("where the reference has { 5 } == { 5 }",
+                      self.check([("c", "== #1", "text", "1", "{ 4 } == { 5 }")], ref))
+        self.assertIn("recorded no result", self.check([], ref))
+
+    def test_texts_that_may_differ_between_correct_programs_are_not_compared(self):
+        for text in ("0.1 == 0.1", "\"/tmp/x\" == \"/tmp/x\"", "0x7ffd == 0x7ffd", "1e-05 == 1e-05"):
+            with self.subTest(text=text):
+                self.assertIsNone(self.check([("c", "== #1", "text", "1", "anything")],
+                                             [("c", "== #1", "text", "1", text)]))
+
+    def test_approx_is_compared_as_a_number_near_the_reference_s(self):
+        ref = [("c", "== #1", "text", "1", "0.75 == Approx( 0.75 )")]
+        self.assertIsNone(self.check([("c", "== #1", "text", "1", "0.7500001 == Approx( 0.75 )")], ref))
+        self.assertIsNone(self.check([("c", "== #1", "text", "1", "Approx( 0.75 ) == 0.75")], ref))
+        self.assertIsNotNone(self.check([("c", "== #1", "text", "1", "2.5 == Approx( 0.75 )")], ref))
+        self.assertIsNotNone(self.check([("c", "== #1", "text", "1", "true")], ref))
+        # y is not the reference's: both sides depend on the run (a timing), not compared
+        self.assertIsNone(self.check([("c", "== #1", "text", "1", "743.66 == Approx( 743.66 )")], ref))
+
+    def test_equalities_whose_both_sides_differ_depend_on_the_run(self):
+        ref = [("c", "== #1", "text", "1", "1024 == 1024")]
+        self.assertIsNone(self.check([("c", "== #1", "text", "1", "2048 == 2048")], ref))
+        self.assertIsNotNone(self.check([("c", "== #1", "text", "1", "2048 == 1024")], ref))
+        self.assertIsNotNone(self.check([("c", "== #1", "text", "1", "1024 == 7")], ref))
+
+    def test_rank_files_are_read_with_their_rank(self):
+        folder = tempfile.mkdtemp()
+        try:
+            for name, value in (("record.txt.rank0", "1"), ("record.txt.rank1", "2")):
+                with open(os.path.join(folder, name), "w") as f:
+                    f.write(f"c\tresult\t0\t1\t {value}\n")
+            os.symlink("/etc/passwd", os.path.join(folder, "record.txt.rank2"))
+            got = verdicts.read_launch_records(os.path.join(folder, "record.txt"))
+            self.assertEqual(sorted(got["c"]), ["rank 0: result", "rank 1: result"])
+        finally:
+            shutil.rmtree(folder)
 
 
 class EndToEndTest(unittest.TestCase):
@@ -941,6 +1006,33 @@ class EndToEndTest(unittest.TestCase):
                         self.assertIn("element 0 is 2, the reference computes 1", cases[0].output)
                     if not value:
                         self.assertIn("recorded no result for 'result'", cases[0].output)
+        finally:
+            os.environ.clear()
+            os.environ.update(old)
+
+    @unittest.skipUnless(shutil.which("mpirun"), "mpirun not installed")
+    def test_multi_rank_results_are_checked_rank_by_rank(self):
+        """Each rank of an MPI launch records its own results; the reference build runs
+        with as many ranks; one rank's wrong result fails the case."""
+        expected = [("adds", "[99_fake][task1][points:2]"), ("scales", "[99_fake][task2][points:3]")]
+        self.fake("lessons", "test_99_fake_mpi")
+        self.fake("solutions", "test_99_fake_mpi")
+        exe = os.path.join(self.tmp, "lessons", "99_fake", "test_99_fake_mpi")
+        ref = os.path.join(self.tmp, "solutions", "99_fake", "test_99_fake_mpi")
+        old = dict(os.environ)
+        try:
+            for env, status in (({}, "passed"), ({"FAKE_RECORD_RANK1": "2"}, "failed"),
+                                ({"FAKE_RECORD": ""}, "failed")):
+                os.environ.update(env)
+                runner = running.Runner(60, self.tmp, os.path.dirname(HERE), decoy=True)
+                runner.checked[exe] = ref
+                cases = [c for c in runner.run_mpi_binary(exe, "", expected) if c.name in ("adds", "scales")]
+                with self.subTest(env=env):
+                    self.assertEqual([c.status for c in cases], [status, status], cases[0].output)
+                    if env.get("FAKE_RECORD_RANK1"):
+                        self.assertIn("'rank 1: result': element 0 is 2", cases[0].output)
+                os.environ.clear()
+                os.environ.update(old)
         finally:
             os.environ.clear()
             os.environ.update(old)

@@ -14,10 +14,12 @@
 #include <vector>
 
 #include "ddp_test_util.h"
+#include "grade_record.h"
 #include "mgpu/allocator.h"
 #include "mgpu/parallel/all.h"
 
 using namespace ddp_test;
+using mgpu::testing::record;
 namespace par = mgpu::parallel;
 
 namespace {
@@ -252,6 +254,7 @@ TEST_CASE("task3: DDP on W ranks x batch 4 equals 1 process x batch 4W after 5 S
   }
   // Every parameter (frozen and unused ones too) matches the single-process run...
   const double worst = worst_param_diff(*ref, *net);
+  for (auto& [name, p] : net->named_parameters()) record(name, p->value, 2e-5);
   INFO("rank " << rank << ": largest difference " << worst);
   CHECK(all_ranks(worst < 1e-5));
   // ...and the replicas are bit-identical to rank 0's.
@@ -319,6 +322,12 @@ TEST_CASE("task3: an unused parameter without find_unused_parameters fails the n
     message = e.what();
   }
   INFO("message: " << message);
+  record("names unused.weight, unused.bias, fc1.weight, the fix",
+         std::vector<double>{message.find("module.unused.weight") != std::string::npos ? 1.0 : 0.0,
+                             message.find("module.unused.bias") != std::string::npos ? 1.0 : 0.0,
+                             message.find("module.fc1.weight") != std::string::npos ? 1.0 : 0.0,
+                             message.find("find_unused_parameters") != std::string::npos ? 1.0 : 0.0},
+         0.0);
   CHECK(message.find("module.unused.weight") != std::string::npos);
   CHECK(message.find("module.unused.bias") != std::string::npos);
   CHECK(message.find("module.fc1.weight") == std::string::npos);  // fc1 did get its gradient
@@ -380,6 +389,12 @@ TEST_CASE("task3: comm hooks: allreduce_hook gives DDP's average, fp16_compress_
     fp16 = std::max(fp16, max_abs_diff(a[i].second->grad, c[i].second->grad));
     for (double g : a[i].second->grad.to_vector<double>()) scale = std::max(scale, std::fabs(g));
   }
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    if (!a[i].second->requires_grad()) continue;
+    record("plain " + a[i].first, a[i].second->grad, 2e-5);
+    record("allreduce_hook " + b[i].first, b[i].second->grad, 2e-5);
+    record("fp16_compress_hook " + c[i].first, c[i].second->grad, 2 * (2e-3 * scale + 1e-4));
+  }
   INFO("rank " << rank << ": allreduce_hook differs by " << exact << ", fp16 by " << fp16
                << " (largest gradient " << scale << ")");
   CHECK(all_ranks(exact < 1e-6));
@@ -416,6 +431,9 @@ TEST_CASE("task3: gradient_as_bucket_view: the grads are the buckets' memory, th
   std::size_t copy_bytes = 0, view_bytes = 0;
   auto [copied, copied_views] = run(false, copy_bytes);
   auto [viewed, viewed_views] = run(true, view_bytes);
+  for (auto& [name, p] : viewed->named_parameters()) record(name, p->value, 1e-4);
+  record("views, bytes saved", std::vector<double>{copied_views ? 1.0 : 0.0, viewed_views ? 1.0 : 0.0,
+                                                   static_cast<double>(copy_bytes - view_bytes)}, 0.0);
   CHECK_FALSE(copied_views);
   CHECK(viewed_views);
   // The same training either way.
@@ -513,6 +531,7 @@ TEST_CASE("task4: ranks that saw different ready orders all adopt rank 0's bucke
   CHECK(mine == std::vector<std::int64_t>{-1, 1, 0, -1, 3, 2});
   CHECK(same_as_rank0(mine));
   const double worst = worst_param_diff(*ref, *net);
+  for (auto& [name, p] : net->named_parameters()) record(name, p->value, 2e-5);
   INFO("rank " << rank << ": largest difference " << worst);
   CHECK(all_ranks(worst < 1e-5));
 }

@@ -9,6 +9,7 @@
 #include <string>
 #include <vector>
 
+#include "grade_record.h"
 #include "sharding_test_util.h"
 
 using namespace shard_test;
@@ -131,6 +132,7 @@ TEST_CASE("gradients accumulate over backwards; an unused parameter still lets i
       unit.finish_grad_reduction();
     }
     const double err = max_over_ranks(shard_grad_error(u, 2.0));
+    mgpu::testing::record("stage " + std::to_string(stage) + " shard grad", u.shard->grad, 2e-6);
     INFO("stage " << stage << ": two backwards must add up: largest error " << err);
     CHECK(err <= 1e-6);
     // A parameter whose hook never fires (its layer took no part): the unit's backward ends

@@ -10,9 +10,11 @@
 #include <string>
 #include <vector>
 
+#include "grade_record.h"
 #include "sharding_test_util.h"
 
 using namespace shard_test;
+using mgpu::testing::record;
 
 namespace {
 
@@ -45,6 +47,7 @@ TEST_CASE("each ZeRO stage trains to DDP's parameters over AdamW steps",
   for (int stage : {1, 2, 3}) {
     const auto got = train_sharded(toy_mlp(11), spec, stage_options(stage));
     const double diff = max_over_ranks(max_param_diff(got, want));
+    for (const auto& [name, t] : got) record("stage " + std::to_string(stage) + " " + name, t, 2 * kTolerance);
     INFO("stage " << stage << ", " << group().size() << " ranks: largest |sharded - DDP| = " << diff);
     CHECK(all_ranks(diff <= kTolerance));
   }
@@ -60,6 +63,8 @@ TEST_CASE("units of any size: one per layer, two layers, the whole model",
     for (int stage : {2, 3}) {
       const auto got = train_sharded(toy_mlp(12), spec, stage_options(stage, cap));
       const double diff = max_over_ranks(max_param_diff(got, want));
+      for (const auto& [name, t] : got)
+        record("stage " + std::to_string(stage) + " cap " + std::to_string(cap) + " " + name, t, 2 * kTolerance);
       INFO("stage " << stage << ", unit cap " << cap << " bytes: largest difference " << diff);
       CHECK(all_ranks(diff <= kTolerance));
     }
@@ -126,6 +131,9 @@ TEST_CASE("memory per rank matches the formula at every stage",
           "[10_sharding][task4][points:3]") {
   for (int stage : {1, 2, 3}) {
     const MemoryMeasurement m = measure_memory(stage, DType::f32);
+    record("stage " + std::to_string(stage) + " kept, peak bytes",
+           std::vector<double>{static_cast<double>(m.persistent), static_cast<double>(m.peak)},
+           0.06 * static_cast<double>(m.formula.peak()));
     INFO("stage " << stage << ", " << group().size() << " ranks: kept " << m.persistent
          << " bytes (formula " << m.formula.persistent() << "), peak " << m.peak << " (formula "
          << m.formula.peak() << ")");

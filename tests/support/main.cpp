@@ -10,7 +10,11 @@
 #include <cstring>
 #include <vector>
 
+#include "grade_listener.h"
 #include "mgpu/device.h"
+
+using mgpu::testing::GradeRecordListener;
+CATCH_REGISTER_LISTENER(GradeRecordListener)
 
 int main(int argc, char** argv) {
   std::vector<char*> args;
@@ -35,5 +39,10 @@ int main(int argc, char** argv) {
                 mgpu::cuda_device_count());
     return 77;
   }
-  return Catch::Session().run(static_cast<int>(args.size()), args.data());
+  Catch::Session session;
+  const int rc = session.applyCommandLine(static_cast<int>(args.size()), args.data());
+  if (rc != 0) return rc;
+  // Where results are recorded, passed checks reach the listeners too (-s).
+  if (!mgpu::testing::grade_record_path().empty()) session.configData().showSuccessfulTests = true;
+  return session.run();
 }

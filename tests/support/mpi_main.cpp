@@ -27,6 +27,7 @@
 #include <string>
 #include <vector>
 
+#include "grade_listener.h"
 #include "mgpu/device.h"
 #include "mgpu/dist/runtime.h"
 
@@ -115,6 +116,8 @@ class AllRanksListener : public Catch::TestEventListenerBase {
 }  // namespace
 
 CATCH_REGISTER_LISTENER(AllRanksListener)
+using mgpu::testing::GradeRecordListener;
+CATCH_REGISTER_LISTENER(GradeRecordListener)
 
 namespace {
 
@@ -168,6 +171,9 @@ int main(int argc, char** argv) {
     Catch::Session session;
     int rc = session.applyCommandLine(static_cast<int>(args.size()), args.data());
     if (rc == 0) {
+      // Where results are recorded, passed checks reach the listeners too (-s).
+      if (!mgpu::testing::grade_record_path().empty())
+        session.configData().showSuccessfulTests = true;
       if (rank != 0) {
         report_path = "/tmp/mgpu-test-rank" + std::to_string(rank) + "-" +
                       std::to_string(static_cast<long>(getpid())) + ".txt";

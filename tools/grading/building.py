@@ -288,9 +288,13 @@ TEST_CASE = re.compile(r'TEST_CASE\s*\(\s*((?:"(?:[^"\\]|\\.)*"\s*)+),\s*((?:"(?
 def cases_in_sources(paths):
     """[(name, tags)] of the TEST_CASEs in these files, in order (for a test binary that
     did not build: its cases still count, as failed)."""
+    escapes = {"n": "\n", "t": "\t", "\\": "\\", '"': '"', "'": "'", "?": "?"}
+
+    def unescape(s):   # C's simple escapes; other characters (UTF-8 ones too) as they are
+        return re.sub(r"\\(.)", lambda m: escapes.get(m.group(1), m.group(0)), s)
+
     def literal(text):
-        return "".join(bytes(s, "utf-8").decode("unicode_escape")
-                       for s in re.findall(r'"((?:[^"\\]|\\.)*)"', text))
+        return "".join(unescape(s) for s in re.findall(r'"((?:[^"\\]|\\.)*)"', text))
     out = []
     for path in paths:
         try:

@@ -11,7 +11,7 @@ import time
 
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
 from .confine import Launch, Unconfined
-from .verdicts import RECORD_ENV, judge, read_records
+from .verdicts import RECORD_ENV, judge, read_launch_records
 
 SKIP_STATUS = 77           # tests/support: --require-gpu where no GPU is present
 MPI_WORLD_SIZES = (2, 3)   # 3 catches off-by-one splits that 2 hides
@@ -188,7 +188,7 @@ class Runner:
             report, written = launch.report()
             args = ["-o", written, *extra, "-r", "xml", "-d", "yes", filt]
             env, records = None, None
-            if exe in self.checked and not prefix:
+            if exe in self.checked:
                 records, inside = launch.file("record.txt")
                 args[-1:-1] = ["--rng-seed", str(self.seed)]
                 env = {RECORD_ENV: inside}
@@ -199,25 +199,25 @@ class Runner:
                     text = f.read(REPORT_LIMIT)
             parsed = parse_catch_xml(text)
             parsed.records = None
-            if records:   # what the tested code wrote: a regular file, never through a link
-                parsed.records = read_records(records) if os.path.isfile(records) and \
-                    not os.path.islink(records) else {}
+            if records:   # what the tested code wrote: regular files, never through a link
+                parsed.records = read_launch_records(records)
         return parsed, r
 
-    def reference_records(self, exe, extra):
+    def reference_records(self, prefix, exe, extra):
         """(records, skipped) of the reference build's binary for exe's cases (its CPU or
-        its GPU cases, as extra says) on this grade's seed, run once, as it is (trusted
-        code); skipped: its GPU cases could not run here."""
+        its GPU cases, as extra says; under mpirun with as many ranks as prefix starts) on
+        this grade's seed, run once, as it is (trusted code); skipped: its GPU cases could
+        not run here."""
         gpu = "--require-gpu" in extra
-        key = (self.checked[exe], gpu)
+        key = (self.checked[exe], gpu, tuple(prefix))
         if key not in self._reference_records:
             with Launch(Unconfined()) as launch:
                 report, _ = launch.report()
                 records, _ = launch.file("record.txt")
-                args = [key[0], "-o", report, *extra, "-r", "xml", "--rng-seed", str(self.seed),
-                        "[gpu]" if gpu else "~[gpu]"]
+                args = [*prefix, key[0], "-o", report, *extra, "-r", "xml",
+                        "--rng-seed", str(self.seed), "[gpu]" if gpu else "~[gpu]"]
                 r = run(args, self.timeout, dict(self.env, **{RECORD_ENV: records}), self.workdir)
-                self._reference_records[key] = (read_records(records),
+                self._reference_records[key] = (read_launch_records(records),
                                                 gpu and r.rc == SKIP_STATUS and not self.gpu_expected)
         return self._reference_records[key]
 
@@ -247,7 +247,7 @@ class Runner:
         while True:
             got = self._cases_of(report, r, kind)
             if report.records is not None:
-                reference, skipped = self.reference_records(exe, extra)
+                reference, skipped = self.reference_records(prefix, exe, extra)
                 got = judge(got, report.records, reference)
             else:
                 skipped = False
