@@ -64,6 +64,10 @@ Tensor take_columns(const Tensor& ids, const std::vector<std::int64_t>& pos) {
   return Tensor::from_vector(out, {B, n});
 }
 
+// The highest allocation seen before the last reset_peak_memory of a step (the attention
+// core resets the peak to measure its own).
+std::size_t g_carried_peak = 0;
+
 // Self-attention over this rank's tokens [B, T/P, C] whose keys and values are the whole
 // sequence's: c_attn and c_proj are the full layer's (token-wise), the core is ring
 // attention (or the all-gather baseline) over the group.
@@ -79,8 +83,15 @@ class ContextParallelAttention : public nn::Module {
     const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads_, D = C / H;
     const Tensor qkv = child_at(0)->forward(x.reshape({B * T, C}));
     auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
+    // The core's own peak: what it allocates beyond its inputs while it runs (blocks in
+    // flight, or the gathered K and V), its result included.
+    const Device dev = x.device();
+    g_carried_peak = std::max(g_carried_peak, memory_stats(dev).peak_allocated);
+    const std::size_t before = memory_stats(dev).allocated;
+    reset_peak_memory(dev);
     cp::CpForward f = allgather_ ? cp::allgather_attention_forward(q, k, v, split_, true, group_)
                                  : cp::ring_attention_forward(q, k, v, split_, true, group_);
+    core_peak_ = std::max(core_peak_, memory_stats(dev).peak_allocated - before);
     const Tensor merged = nn::merge_heads(f.out, B, T, H, D);
     work_ = f.work;
     f.out = Tensor();  // merge_heads copied it; the backward needs the f64 result only
@@ -102,6 +113,7 @@ class ContextParallelAttention : public nn::Module {
   std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelAttention: not cloned"); }
   std::string describe() const override { return "ContextParallelAttention"; }
   std::int64_t work() const { return work_; }  // score entries of the last forward
+  std::size_t core_peak() const { return core_peak_; }  // the largest core_peak of a forward
 
  private:
   struct Saved {
@@ -113,6 +125,7 @@ class ContextParallelAttention : public nn::Module {
   cp::Split split_;
   bool allgather_;
   std::int64_t heads_, work_ = 0;
+  std::size_t core_peak_ = 0;
   std::vector<Saved> saved_;
 };
 
@@ -142,7 +155,13 @@ class ContextParallelBlock : public nn::Module {
   }
   std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelBlock: not cloned"); }
   std::string describe() const override { return "ContextParallelBlock"; }
-  std::int64_t work() const { return static_cast<ContextParallelAttention&>(*children().at(1).second).work(); }
+  std::int64_t work() const { return attn().work(); }
+  std::size_t core_peak() const { return attn().core_peak(); }
+
+ private:
+  ContextParallelAttention& attn() const {
+    return static_cast<ContextParallelAttention&>(*children().at(1).second);
+  }
 };
 
 // gpt-tiny on this rank's positions of each window: the embeddings, the blocks above, the
@@ -207,6 +226,12 @@ class ContextParallelGpt : public nn::Module {
     const double per_block = (15 * N * C + 4 * N) * static_cast<double>(value_bytes) +
                              (N * C + static_cast<double>(B * n_head_ * Tr)) * 8.0;
     return per_block * static_cast<double>(blocks_.size());
+  }
+  // The attention core's largest transient allocation in a forward, over the layers.
+  std::size_t core_peak() const {
+    std::size_t p = 0;
+    for (const auto& b : blocks_) p = std::max(p, b->core_peak());
+    return p;
   }
   std::int64_t work() const {
     std::int64_t w = 0;
@@ -291,6 +316,7 @@ int train(const Flags& f) {
     const std::int64_t N = ids_r.numel();
     model->zero_grad();
     reset_peak_memory(Device::cpu());
+    g_carried_peak = 0;
     const std::size_t base = memory_stats(Device::cpu()).allocated;
     const double t0 = app::now_s();
     const Tensor logits = model->forward(ids_r);
@@ -301,7 +327,7 @@ int train(const Flags& f) {
     Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
     scale_(grad, 1.0 / (P * D));
     model->backward(grad);
-    const std::size_t peak = memory_stats(Device::cpu()).peak_allocated - base;
+    const std::size_t peak = std::max(g_carried_peak, memory_stats(Device::cpu()).peak_allocated) - base;
     for (nn::Parameter* p : model->parameters()) world->all_reduce(p->grad, dist::ReduceOp::sum).wait();
     Tensor l = Tensor::from_vector(std::vector<double>{local / (P * D)}, {1});
     world->all_reduce(l, dist::ReduceOp::sum).wait();
@@ -331,8 +357,10 @@ int train(const Flags& f) {
     if (world->rank() == 0) {
       if (s == 0) {
         std::printf("memory per rank (rank 0): activations the blocks keep %.1f KiB (formula "
-                    "%.1f KiB)\n", static_cast<double>(model->kept_bytes()) / 1024.0,
-                    model->kept_formula(f.batch, Tr, value_bytes) / 1024.0);
+                    "%.1f KiB); the attention core's peak in a forward %.1f KiB\n",
+                    static_cast<double>(model->kept_bytes()) / 1024.0,
+                    model->kept_formula(f.batch, Tr, value_bytes) / 1024.0,
+                    static_cast<double>(model->core_peak()) / 1024.0);
         std::printf("attention score entries per rank (per row and head, %lld layers):",
                     static_cast<long long>(config.n_layer));
         for (int r = 0; r < P; ++r)
