@@ -19,6 +19,8 @@
 // Memory per rank: the blocks keep 15·N_r·C + 4·N_r values per block (N_r = B·T/P tokens,
 // §6), plus the ring's merged result in f64, N_r·C + B·H·T/P values; never the B·H·T²
 // probabilities of lesson 12's attention.
+#include <time.h>
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -64,6 +66,14 @@ Tensor take_columns(const Tensor& ids, const std::vector<std::int64_t>& pos) {
   return Tensor::from_vector(out, {B, n});
 }
 
+// CPU seconds of the calling thread: unlike the wall clock, not stretched by other
+// processes sharing the cores.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
 // The highest allocation seen before the last reset_peak_memory of a step (the attention
 // core resets the peak to measure its own).
 std::size_t g_carried_peak = 0;
@@ -89,8 +99,10 @@ class ContextParallelAttention : public nn::Module {
     g_carried_peak = std::max(g_carried_peak, memory_stats(dev).peak_allocated);
     const std::size_t before = memory_stats(dev).allocated;
     reset_peak_memory(dev);
+    const double c0 = thread_cpu_s();
     cp::CpForward f = allgather_ ? cp::allgather_attention_forward(q, k, v, split_, true, group_)
                                  : cp::ring_attention_forward(q, k, v, split_, true, group_);
+    core_cpu_s_ += thread_cpu_s() - c0;
     core_peak_ = std::max(core_peak_, memory_stats(dev).peak_allocated - before);
     const Tensor merged = nn::merge_heads(f.out, B, T, H, D);
     work_ = f.work;
@@ -104,9 +116,11 @@ class ContextParallelAttention : public nn::Module {
     const std::int64_t B = s.B, T = s.T, C = grad_out.size(2), H = heads_, D = C / H;
     const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, C}));
     const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
+    const double c0 = thread_cpu_s();
     const nn::AttentionGrads g =
         allgather_ ? cp::allgather_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_)
                    : cp::ring_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_);
+    core_cpu_s_ += thread_cpu_s() - c0;
     const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
     return child_at(0)->backward(d_qkv).reshape({B, T, C});
   }
@@ -114,6 +128,7 @@ class ContextParallelAttention : public nn::Module {
   std::string describe() const override { return "ContextParallelAttention"; }
   std::int64_t work() const { return work_; }  // score entries of the last forward
   std::size_t core_peak() const { return core_peak_; }  // the largest core_peak of a forward
+  double core_cpu_s() const { return core_cpu_s_; }  // CPU seconds in the core so far
 
  private:
   struct Saved {
@@ -126,6 +141,7 @@ class ContextParallelAttention : public nn::Module {
   bool allgather_;
   std::int64_t heads_, work_ = 0;
   std::size_t core_peak_ = 0;
+  double core_cpu_s_ = 0.0;
   std::vector<Saved> saved_;
 };
 
@@ -157,6 +173,7 @@ class ContextParallelBlock : public nn::Module {
   std::string describe() const override { return "ContextParallelBlock"; }
   std::int64_t work() const { return attn().work(); }
   std::size_t core_peak() const { return attn().core_peak(); }
+  double core_cpu_s() const { return attn().core_cpu_s(); }
 
  private:
   ContextParallelAttention& attn() const {
@@ -232,6 +249,12 @@ class ContextParallelGpt : public nn::Module {
     std::size_t p = 0;
     for (const auto& b : blocks_) p = std::max(p, b->core_peak());
     return p;
+  }
+  // CPU seconds this rank spent in the attention core (forward and backward) so far.
+  double core_cpu_s() const {
+    double t = 0;
+    for (const auto& b : blocks_) t += b->core_cpu_s();
+    return t;
   }
   std::int64_t work() const {
     std::int64_t w = 0;
@@ -378,6 +401,18 @@ int train(const Flags& f) {
       if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
       std::printf(" step %.3f s, %.0f tokens/s, peak step memory %.1f KiB (rank 0)\n", dt,
                   static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(peak) / 1024.0);
+    }
+  }
+  {  // the attention core's CPU seconds per rank of this CP group: the load balance in time
+    std::vector<double> cpu(static_cast<std::size_t>(P), 0.0);
+    cpu[static_cast<std::size_t>(rank)] = model->core_cpu_s();
+    Tensor c = Tensor::from_vector(cpu, {P});
+    group->all_reduce(c, dist::ReduceOp::sum).wait();
+    cpu = c.to_vector<double>();
+    if (world->rank() == 0) {
+      std::printf("attention core CPU seconds per rank, all steps, forward and backward:");
+      for (double x : cpu) std::printf(" %.3f", x);
+      std::printf("\n");
     }
   }
   if (world->rank() == 0) {
