@@ -127,7 +127,7 @@ TEST_CASE("task1: the tensor-parallel block: output, input gradient and every gr
 
 TEST_CASE("task2: the vocabulary-parallel cross-entropy equals the full one, its gradient "
           "too; padding ignored; two collectives; the logits' memory per rank is the "
-          "chapter's, never N·V", "[13_tp_sp][task2][points:8]") {
+          "chapter's, never N x V", "[13_tp_sp][task2][points:8]") {
   dist::ProcessGroup& g = group();
   const int P = g.size(), r = g.rank();
   for (std::int64_t V : {10, 12}) {  // 10 pads to 12 over 3 and 4 ranks; 12 needs none
