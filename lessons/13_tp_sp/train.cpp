@@ -13,6 +13,8 @@
 //   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20 --sp
 //                                            (2 x 2: TP inside, data parallelism across)
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --data synthetic --steps 4 --dtype f64
+//   tools/mpirun -np 4 build/solutions/13_tp_sp/train --data synthetic --steps 20 --sp --regather
+//                                            (the column inputs all-gathered again in the backward)
 //
 // With more ranks than --tp, lesson 11's grid: TP groups of consecutive ranks, data-parallel
 // groups of every tp-th; replica d reads batch s·D + d and lesson 05's DistributedDataParallel,
@@ -49,7 +51,7 @@ struct Flags {
   double lr = 1e-3;
   std::uint64_t seed = 1337;
   int tp = 0;  // 0: every rank (no data parallelism)
-  bool sp = false, check = true;
+  bool sp = false, regather = false, check = true;
   std::string dtype = "f32";
 };
 
@@ -59,8 +61,8 @@ struct Flags {
 // of the logits, [B·T, Vp/P]; backward(their gradient) adds every parameter's gradient.
 class TensorParallelGpt : public nn::Module {
  public:
-  TensorParallelGpt(nn::GPT& full, dist::ProcessGroup& group, bool sp)
-      : group_(group), sp_(sp), n_head_(full.config().n_head) {
+  TensorParallelGpt(nn::GPT& full, dist::ProcessGroup& group, bool sp, bool regather)
+      : group_(group), sp_(sp), regather_(regather), n_head_(full.config().n_head) {
     const auto& kids = full.children();
     wte_ = std::make_shared<tpar::VocabParallelEmbedding>(*kids.front().second, group);
     wpe_ = kids.at(1).second->clone();
@@ -69,6 +71,7 @@ class TensorParallelGpt : public nn::Module {
     register_module(kids.at(1).first, wpe_);
     for (std::size_t i = 2; i + 1 < kids.size(); ++i) {
       blocks_.push_back(std::make_shared<tpar::ParallelBlock>(static_cast<nn::Block&>(*kids[i].second), group, sp));
+      blocks_.back()->set_regather_in_backward(regather);  // throws without SP
       register_module(kids[i].first, blocks_.back());
     }
     register_module(kids.back().first, ln_f_);
@@ -131,12 +134,13 @@ class TensorParallelGpt : public nn::Module {
   // Bytes the blocks' last training forward kept for the backward on this rank.
   std::size_t kept_bytes() const { return kept_; }
   // §3's formula for the same, per rank: TP 3NC + 4N + (12NC + B·H·T²)/P values per
-  // block, TP+SP 2NC + (13NC + 4N + B·H·T²)/P.
+  // block, TP+SP 2NC + (13NC + 4N + B·H·T²)/P, with the re-gather (15NC + 4N + B·H·T²)/P.
   double kept_formula(std::int64_t B, std::int64_t T, std::size_t value_bytes) const {
     const double N = static_cast<double>(B * T), C = static_cast<double>(shape_.back()),
                  H = static_cast<double>(n_head_), P = group_.size(), att = B * H * T * T;
-    const double per_block = sp_ ? 2 * N * C + (13 * N * C + 4 * N + att) / P
-                                 : 3 * N * C + 4 * N + (12 * N * C + att) / P;
+    const double per_block = regather_ ? (15 * N * C + 4 * N + att) / P
+                             : sp_     ? 2 * N * C + (13 * N * C + 4 * N + att) / P
+                                       : 3 * N * C + 4 * N + (12 * N * C + att) / P;
     return per_block * static_cast<double>(blocks_.size() * value_bytes);
   }
   // The vocabulary: the real one and this rank's rows of the padded one.
@@ -148,7 +152,7 @@ class TensorParallelGpt : public nn::Module {
 
  private:
   dist::ProcessGroup& group_;
-  bool sp_;
+  bool sp_, regather_;
   std::int64_t n_head_;
   std::shared_ptr<tpar::VocabParallelEmbedding> wte_;
   std::shared_ptr<nn::Module> wpe_, ln_f_;
@@ -196,7 +200,7 @@ int train(const Flags& f) {
   nn::manual_seed(f.seed);
   nn::GPT full(config);
   full.to(dtype);
-  auto model = std::make_shared<TensorParallelGpt>(full, *group, f.sp);  // throws when P does not divide the 4 heads
+  auto model = std::make_shared<TensorParallelGpt>(full, *group, f.sp, f.regather);  // throws when P does not divide the 4 heads
   // Data parallelism across the TP groups: lesson 05's DDP over this rank's DP group (the
   // replicas of the same shard), its buckets all-reduced while the backward runs.
   std::unique_ptr<parallel::DistributedDataParallel> ddp;
@@ -210,7 +214,9 @@ int train(const Flags& f) {
   if (rank == 0) {
     std::printf("lesson 13: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel%s x %d "
                 "data-parallel replica(s)%s, %s, %s\n",
-                config.str().c_str(), W, P, f.sp ? " + sequence parallel" : "", D,
+                config.str().c_str(), W, P,
+                f.regather ? " + sequence parallel (inputs re-gathered in the backward)"
+                : f.sp     ? " + sequence parallel" : "", D,
                 D > 1 ? " (DDP over each DP group)" : "", f.dtype.c_str(), corpus.source.c_str());
     std::printf("vocabulary %lld padded to %lld (%lld padding row(s)), %lld rows per rank "
                 "(embedding and head); parameters per rank %lld of %lld\n",
@@ -306,6 +312,8 @@ int main(int argc, char** argv) {
                  "divide the ranks started, the rest are data-parallel replicas (0: every rank, "
                  "one group)")->capture_default_str();
   cli.add_flag("--sp,!--no-sp", f.sp, "sequence parallelism in the LayerNorm regions");
+  cli.add_flag("--regather", f.regather, "with --sp: keep only this rank's tokens of the column "
+               "products' inputs and all-gather them again in the backward (Megatron-LM's)");
   cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
   cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   MGPU_PARSE_FLAGS(cli, argc, argv);

@@ -11,6 +11,7 @@
 
 #include "error_measures.h"
 #include "groups.h"
+#include "mgpu/allocator.h"
 #include "mgpu/copy.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
@@ -80,9 +81,10 @@ Run run_split(tpar::ParallelBlock& blk, const Tensor& x, const Tensor& dy) {
   return out;
 }
 
-void check_against_full(bool sp, bool reduce_replicated) {
+void check_against_full(bool sp, bool reduce_replicated, bool regather = false) {
   auto full = f64_block();
   auto split = std::make_shared<tpar::ParallelBlock>(*full, group(), sp);
+  split->set_regather_in_backward(regather);
   const Tensor x = random_tensor({kB, kT, kC}, 7), dy = random_tensor({kB, kT, kC}, 8);
   const Tensor y_full = full->forward(x);
   const Tensor dx_full = full->backward(dy);
@@ -146,6 +148,40 @@ TEST_CASE("tp block: one collective per sub-block each way, B·T·C values each"
     CHECK(b - a == (sp ? 4 : 2));
     CHECK(c - b == (sp ? 4 : 2));
   }
+}
+
+TEST_CASE("tp block with SP and the re-gather in the backward: equal to nn::Block, 4 + 6 "
+          "collectives, only this rank's tokens of the column inputs kept", "[tp_block]") {
+  check_against_full(/*sp=*/true, /*reduce_replicated=*/true, /*regather=*/true);
+  const int P = group().size();
+  std::size_t kept[2] = {0, 0};
+  for (bool regather : {false, true}) {
+    auto full = f64_block();
+    tpar::ParallelBlock split(*full, group(), /*sequence_parallel=*/true);
+    split.set_regather_in_backward(regather);
+    CHECK(split.regather_in_backward() == regather);
+    const Tensor x = tpar::scatter_sequence(random_tensor({kB, kT, kC}, 7), group());
+    const Tensor dy = tpar::scatter_sequence(random_tensor({kB, kT, kC}, 8), group());
+    const std::int64_t a = group().collectives_issued();
+    const std::size_t before = memory_stats(Device::cpu()).allocated;
+    const Tensor y = split.forward(x);
+    kept[regather] = memory_stats(Device::cpu()).allocated - before - y.nbytes();
+    const std::int64_t b = group().collectives_issued();
+    split.backward(dy);
+    const std::int64_t c = group().collectives_issued();
+    INFO("re-gather " << regather);
+    if (a >= 0) {  // the backend counts: 2 more all-gathers in the backward
+      CHECK(b - a == 4);
+      CHECK(c - b == (regather ? 6 : 4));
+    }
+  }
+  // The gathered inputs of c_attn and c_fc (2·N·C values) shrink to this rank's 2·N·C/P.
+  const std::size_t N = kB * kT, saved = 2 * N * kC * sizeof(double) / static_cast<std::size_t>(P);
+  INFO("kept without " << kept[0] << " B, with " << kept[1] << " B");
+  CHECK(kept[0] - kept[1] == 2 * N * kC * sizeof(double) - saved);
+  auto full = f64_block();
+  CHECK_THROWS_WITH(tpar::ParallelBlock(*full, group()).set_regather_in_backward(true),
+                    Catch::Contains("needs sequence parallelism"));
 }
 
 TEST_CASE("tp block: a head count the group does not divide is one clear error", "[tp_block]") {

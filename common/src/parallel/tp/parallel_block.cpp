@@ -34,6 +34,30 @@ std::shared_ptr<nn::Linear> head_rows(nn::Linear& full, ShardRange heads, std::i
   return local;
 }
 
+// SP's re-gather (Megatron-LM's): the column product y = x W^T + b of `lin` on the whole
+// sequence, x = gather_sequence(x_r), which the caller does not keep (it keeps x_r).
+// [B, T/P, C] -> [B·T, out].
+Tensor regathered_forward(nn::Linear& lin, const Tensor& x_r, dist::ProcessGroup& group) {
+  const Tensor x = gather_sequence(x_r, group);
+  Tensor y = matmul(x.reshape({x.numel() / x.size(2), x.size(2)}), lin.weight().value, false, true);
+  if (lin.has_bias()) add_rowwise_(y, lin.bias().value);
+  return y;
+}
+
+// Its backward: x_r all-gathered again for the weight's gradient. dy [B·T, out] ->
+// d(gathered input) [B·T, C]; adds the weight's and bias's gradients and fires their hooks.
+Tensor regathered_backward(nn::Linear& lin, const Tensor& x_r, const Tensor& dy,
+                           dist::ProcessGroup& group) {
+  const Tensor x = gather_sequence(x_r, group);
+  add_(lin.weight().grad, matmul(dy, x.reshape({x.numel() / x.size(2), x.size(2)}), true, false));
+  lin.weight().notify_grad_ready();
+  if (lin.has_bias()) {
+    add_(lin.bias().grad, sum(dy, 0));
+    lin.bias().notify_grad_ready();
+  }
+  return matmul(dy, lin.weight().value);
+}
+
 void check_sequence(const char* op, const Tensor& x, int parts) {
   MGPU_CHECK(x.ndim() == 3, op, ": expected [B, T, C], got ", x.str());
   MGPU_CHECK(x.size(1) % parts == 0, op, ": T = ", x.size(1), " is not a multiple of the ",
@@ -102,13 +126,15 @@ std::string ParallelSelfAttention::describe() const {
 
 Tensor ParallelSelfAttention::forward(const Tensor& x) {
   MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
-  const std::int64_t B = x.size(0), T = x.size(1), H = heads_, D = head_dim_;
-  const Tensor qkv = child_at(0)->forward(x.reshape({B * T, embd_}));
+  const std::int64_t B = x.size(0), T = regather_ ? x.size(1) * regather_->size() : x.size(1);
+  const std::int64_t H = heads_, D = head_dim_;
+  const Tensor qkv = regather_ ? regathered_forward(linear_child(*this, 0), x, *regather_)
+                               : child_at(0)->forward(x.reshape({B * T, embd_}));
   const auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
   Tensor probs;
   const Tensor y = nn::causal_attention(q, k, v, is_training() ? &probs : nullptr);
   const Tensor merged = nn::merge_heads(y, B, T, H, D);
-  if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, B, T});
+  if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, regather_ ? x : Tensor(), B, T});
   return child_at(1)->forward(merged).reshape({B, T, embd_});
 }
 
@@ -119,7 +145,9 @@ Tensor ParallelSelfAttention::backward(const Tensor& grad_out) {
   const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
   const nn::AttentionGrads g = nn::causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
   const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
-  return child_at(0)->backward(d_qkv).reshape({B, T, embd_});
+  const Tensor dx = s.x_r.defined() ? regathered_backward(linear_child(*this, 0), s.x_r, d_qkv, *regather_)
+                                    : child_at(0)->backward(d_qkv);
+  return dx.reshape({B, T, embd_});
 }
 
 std::shared_ptr<nn::Module> ParallelSelfAttention::clone() const {
@@ -149,6 +177,12 @@ std::string ParallelMLP::describe() const { return "ParallelMLP(n_embd=" + std::
 
 Tensor ParallelMLP::forward(const Tensor& x) {
   MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
+  if (regather_) {  // x is this rank's tokens: gathered for c_fc, only they are kept
+    Tensor h = regathered_forward(linear_child(*this, 0), x, *regather_);
+    if (is_training()) saved_.push(describe(), x);
+    for (std::size_t i = 1; i < 3; ++i) h = child_at(i)->forward(h);
+    return h.reshape({x.size(0), x.size(1) * regather_->size(), embd_});
+  }
   Tensor h = x.reshape({x.size(0) * x.size(1), embd_});
   for (std::size_t i = 0; i < 3; ++i) h = child_at(i)->forward(h);
   return h.reshape(x.shape());
@@ -156,12 +190,16 @@ Tensor ParallelMLP::forward(const Tensor& x) {
 
 Tensor ParallelMLP::backward(const Tensor& grad_out) {
   Tensor g = grad_out.reshape({grad_out.numel() / embd_, embd_});
-  for (std::size_t i = 3; i-- > 0;) g = child_at(i)->backward(g);
+  for (std::size_t i = 3; i-- > 1;) g = child_at(i)->backward(g);
+  g = regather_ ? regathered_backward(linear_child(*this, 0), saved_.pop(describe()), g, *regather_)
+                : child_at(0)->backward(g);
   return g.reshape(grad_out.shape());
 }
 
 std::shared_ptr<nn::Module> ParallelMLP::clone() const {
-  return std::shared_ptr<ParallelMLP>(new ParallelMLP(*this));
+  auto copy = std::shared_ptr<ParallelMLP>(new ParallelMLP(*this));
+  copy->clear_saved();
+  return copy;
 }
 
 // ---- the sequence's cut and its collectives ----------------------------------------------------
@@ -197,7 +235,8 @@ std::string ParallelBlock::describe() const {
 
 Tensor ParallelBlock::branch_forward(std::size_t i, RowShardLinear& proj, const Tensor& x) {
   const Tensor normed = child_at(i)->forward(x);
-  const Tensor in = sp_ ? gather_sequence(normed, *group_) : normed;  // f, or the all-gather
+  // f, or the all-gather (under the re-gather the sub-block gathers this rank's tokens itself)
+  const Tensor in = sp_ && !regather_ ? gather_sequence(normed, *group_) : normed;
   Tensor partial = child_at(i + 1)->forward(in);
   Tensor out;
   if (sp_) {
@@ -242,6 +281,13 @@ Tensor ParallelBlock::backward(const Tensor& grad_out) {
   auto& mlp = static_cast<ParallelMLP&>(*child_at(3));
   const Tensor dh = branch_backward(2, mlp.c_proj(), grad_out);
   return branch_backward(0, attn.c_proj(), dh);
+}
+
+void ParallelBlock::set_regather_in_backward(bool on) {
+  MGPU_CHECK(!on || sp_, describe(), ": re-gathering in the backward needs sequence parallelism");
+  regather_ = on;
+  static_cast<ParallelSelfAttention&>(*child_at(1)).set_regather(on ? group_ : nullptr);
+  static_cast<ParallelMLP&>(*child_at(3)).set_regather(on ? group_ : nullptr);
 }
 
 std::vector<std::string> ParallelBlock::replicated_parameter_names() {

@@ -101,6 +101,12 @@ class ParallelSelfAttention : public nn::Module {
   ShardRange head_range() const { return heads_range_; }
   /// The output projection, whose bias the owner adds after the sum.
   RowShardLinear& c_proj() { return static_cast<RowShardLinear&>(*child_at(1)); }
+  /// Sequence parallelism's re-gather (Megatron-LM's): with a group, forward takes this
+  /// rank's tokens [B, T/P, C], all-gathers them itself for c_attn and keeps only them;
+  /// backward all-gathers them again for c_attn's weight gradient (one more collective)
+  /// and returns the gradient of the gathered input, [B, T, C]. nullptr (the default):
+  /// forward takes the whole [B, T, C] and c_attn keeps it. Set it between steps only.
+  void set_regather(dist::ProcessGroup* group) { regather_ = group; }
 
  protected:
   /// Copies everything (clone() then drops the saved contexts).
@@ -111,10 +117,12 @@ class ParallelSelfAttention : public nn::Module {
  private:
   struct Saved {
     Tensor q, k, v, probs;
+    Tensor x_r;  // this rank's tokens of the input, under the re-gather only
     std::int64_t batch = 0, time = 0;
   };
   std::int64_t embd_ = 0, heads_ = 0, head_dim_ = 0;
   ShardRange heads_range_;
+  dist::ProcessGroup* regather_ = nullptr;
   nn::SavedContexts<Saved> saved_;
 };
 
@@ -130,13 +138,19 @@ class ParallelMLP : public nn::Module {
   std::string describe() const override;
   /// The output projection, whose bias the owner adds after the sum.
   RowShardLinear& c_proj() { return static_cast<RowShardLinear&>(*child_at(2)); }
+  /// Sequence parallelism's re-gather, as ParallelSelfAttention::set_regather, for c_fc.
+  void set_regather(dist::ProcessGroup* group) { regather_ = group; }
 
  protected:
-  /// Copies everything.
+  /// Copies everything (clone() then drops the saved contexts).
   ParallelMLP(const ParallelMLP&) = default;
+  void clear_saved_self() override { saved_.clear(); }
+  std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   std::int64_t embd_ = 0;
+  dist::ProcessGroup* regather_ = nullptr;
+  nn::SavedContexts<Tensor> saved_;  // this rank's tokens of the input, under the re-gather
 };
 
 /// A GPT block over a tensor-parallel group: children "ln_1" (replicated), "attn"
@@ -160,6 +174,14 @@ class ParallelBlock : public nn::Module {
   /// The dotted names of the parameters every rank holds whole (the LayerNorms and the
   /// row-parallel biases): under SP their gradients are partial over the group.
   std::vector<std::string> replicated_parameter_names();
+  /// Under SP, Megatron-LM's re-gather: the inputs of c_attn and c_fc are kept as this
+  /// rank's T/P tokens and all-gathered again in the backward, instead of kept gathered:
+  /// 2·N·C·(P−1)/P fewer values kept per block, for 2 more all-gathers of B·T·C values in
+  /// each backward (4 + 6 collectives per block). Throws when `on` without SP. Off by
+  /// default; set it between steps only.
+  void set_regather_in_backward(bool on);
+  /// Whether the column products' inputs are gathered again in the backward.
+  bool regather_in_backward() const { return regather_; }
 
  protected:
   /// Copies everything (clone() then drops the saved contexts).
@@ -172,6 +194,7 @@ class ParallelBlock : public nn::Module {
   Tensor branch_backward(std::size_t i, RowShardLinear& proj, const Tensor& grad_out);
   dist::ProcessGroup* group_;
   bool sp_ = false;
+  bool regather_ = false;
 };
 
 // ---- Task 3: sequence parallelism's collectives (sequence_parallel.cpp) -----------------------
