@@ -6,13 +6,19 @@
 // Each rank's gradients cover its tokens only: one all-reduce per parameter sums them (the
 // loss is the mean over all B·T tokens). With more ranks than --cp, CP groups of
 // consecutive ranks and data parallelism across them: replica d reads batch s·D + d and
-// the same all-reduce, over every rank, averages the replicas too. With --check (the
-// default) every rank also trains the unsplit nn::GPT on the same batches and prints both
-// losses; in f64 they agree to about 1e-15, in f32 to about 1e-7.
+// the same all-reduce, over every rank, averages the replicas too. With --tp N each CP
+// rank is itself N ranks of lesson 13's tensor parallelism (TP inside, CP across): the
+// projections and the MLP split by heads and features over the TP group, ring attention
+// on this TP rank's heads over the CP group; the gradients are then summed over the ranks
+// that hold the same TP shard. With --check (the default) every rank also trains the
+// unsplit nn::GPT on the same batches and prints both losses; in f64 they agree to about
+// 1e-15, in f32 to about 1e-7.
 //
 //   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10
 //                                     (2 x 2: CP inside, data parallelism across)
+//   tools/mpirun -np 8 build/solutions/14_context_parallel/train --tp 2 --cp 2 --steps 10
+//                                     (2 TP x 2 CP x 2 DP)
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1
 //                                     --steps 3 --no-check      (a long context)
 //
@@ -39,11 +45,13 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/adamw.h"
 #include "mgpu/parallel/cp/ring_attention.h"
+#include "mgpu/parallel/tp/parallel_block.h"
 
 namespace {
 
 using namespace mgpu;
 namespace cp = mgpu::parallel::cp;
+namespace tpar = mgpu::parallel::tp;
 
 struct Flags {
   std::string data = "synthetic";
@@ -52,6 +60,7 @@ struct Flags {
   std::uint64_t seed = 1337;
   std::string split = "zigzag";
   int cp = 0;  // 0: every rank (no data parallelism)
+  int tp = 1;  // tensor-parallel ranks inside each CP rank
   bool allgather = false, check = true;
   std::string dtype = "f32";
 };
@@ -78,19 +87,29 @@ double thread_cpu_s() {
 // core resets the peak to measure its own).
 std::size_t g_carried_peak = 0;
 
+// Sums `t` over `g` in place (nothing to do on one rank).
+void all_reduce_sum(Tensor& t, dist::ProcessGroup& g) {
+  if (g.size() > 1) g.all_reduce(t, dist::ReduceOp::sum).wait();
+}
+
 // Self-attention over this rank's tokens [B, T/P, C] whose keys and values are the whole
-// sequence's: c_attn and c_proj are the full layer's (token-wise), the core is ring
-// attention (or the all-gather baseline) over the group.
+// sequence's: the core is ring attention (or the all-gather baseline) over the CP group.
+// The projections are lesson 13's tensor-parallel ones over the TP group (this TP rank's
+// heads: c_attn column-parallel, c_proj row-parallel, one all-reduce each way; with one TP
+// rank they are the full layer's and nothing is reduced).
 class ContextParallelAttention : public nn::Module {
  public:
-  ContextParallelAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group, cp::Split split,
-                           bool allgather)
-      : group_(group), split_(split), allgather_(allgather), heads_(full.n_head()) {
-    register_module("c_attn", full.children().at(0).second->clone());
-    register_module("c_proj", full.children().at(1).second->clone());
+  ContextParallelAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group,
+                           dist::ProcessGroup& tp_group, cp::Split split, bool allgather)
+      : group_(group), tp_group_(tp_group), split_(split), allgather_(allgather) {
+    tpar::ParallelSelfAttention heads(full, tp_group);  // throws unless TP divides the heads
+    heads_ = heads.local_heads();
+    register_module("c_attn", heads.children().at(0).second);
+    register_module("c_proj", heads.children().at(1).second);
   }
   Tensor forward(const Tensor& x) override {
-    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads_, D = C / H;
+    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2), H = heads_;
+    const std::int64_t D = child_at(0)->parameter("weight").value.size(0) / (3 * H);
     const Tensor qkv = child_at(0)->forward(x.reshape({B * T, C}));
     auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
     // The core's own peak: what it allocates beyond its inputs while it runs (blocks in
@@ -108,21 +127,28 @@ class ContextParallelAttention : public nn::Module {
     work_ = f.work;
     f.out = Tensor();  // merge_heads copied it; the backward needs the f64 result only
     saved_.push_back({q, k, v, std::move(f), B, T});
-    return child_at(1)->forward(merged).reshape({B, T, C});
+    Tensor y = child_at(1)->forward(merged);  // this TP rank's partial sum, no bias
+    all_reduce_sum(y, tp_group_);
+    add_rowwise_(y, child_at(1)->parameter("bias").value);
+    return y.reshape({B, T, C});
   }
   Tensor backward(const Tensor& grad_out) override {
     Saved s = std::move(saved_.back());
     saved_.pop_back();
-    const std::int64_t B = s.B, T = s.T, C = grad_out.size(2), H = heads_, D = C / H;
-    const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, C}));
-    const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
+    const std::int64_t B = s.B, T = s.T, C = grad_out.size(2), H = heads_, D = s.q.size(2);
+    const Tensor dy = grad_out.reshape({B * T, C});
+    add_(child_at(1)->parameter("bias").grad, sum(dy, 0));  // the bias added after the sum
+    const Tensor d_merged = child_at(1)->backward(dy);
+    const Tensor d_core = nn::merge_heads_backward(d_merged, B, T, H, D);
     const double c0 = thread_cpu_s();
     const nn::AttentionGrads g =
-        allgather_ ? cp::allgather_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_)
-                   : cp::ring_attention_backward(dy, s.q, s.k, s.v, s.f, split_, true, group_);
+        allgather_ ? cp::allgather_attention_backward(d_core, s.q, s.k, s.v, s.f, split_, true, group_)
+                   : cp::ring_attention_backward(d_core, s.q, s.k, s.v, s.f, split_, true, group_);
     core_cpu_s_ += thread_cpu_s() - c0;
     const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
-    return child_at(0)->backward(d_qkv).reshape({B, T, C});
+    Tensor dx = child_at(0)->backward(d_qkv);  // this TP rank's heads' share
+    all_reduce_sum(dx, tp_group_);
+    return dx.reshape({B, T, C});
   }
   std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("ContextParallelAttention: not cloned"); }
   std::string describe() const override { return "ContextParallelAttention"; }
@@ -137,26 +163,58 @@ class ContextParallelAttention : public nn::Module {
     std::int64_t B = 0, T = 0;
   };
   dist::ProcessGroup& group_;
+  dist::ProcessGroup& tp_group_;
   cp::Split split_;
   bool allgather_;
-  std::int64_t heads_, work_ = 0;
+  std::int64_t heads_ = 0, work_ = 0;
   std::size_t core_peak_ = 0;
   double core_cpu_s_ = 0.0;
   std::vector<Saved> saved_;
 };
 
-// A GPT block on this rank's tokens: the full block's LayerNorms and MLP, and the attention
-// above. The residual sums as nn::Block's.
+// Lesson 13's tensor-parallel MLP on this rank's tokens: the partial sums all-reduced over
+// the TP group, then the bias (one all-reduce each way; none with one TP rank).
+class TensorParallelMlp : public nn::Module {
+ public:
+  TensorParallelMlp(nn::MLP& full, dist::ProcessGroup& tp_group) : tp_group_(tp_group) {
+    register_module("mlp", std::make_shared<tpar::ParallelMLP>(full, tp_group));
+  }
+  Tensor forward(const Tensor& x) override {
+    const std::int64_t B = x.size(0), T = x.size(1), C = x.size(2);
+    Tensor y = child_at(0)->forward(x).reshape({B * T, C});
+    all_reduce_sum(y, tp_group_);
+    add_rowwise_(y, c_proj_bias().value);
+    return y.reshape({B, T, C});
+  }
+  Tensor backward(const Tensor& grad_out) override {
+    const std::int64_t C = grad_out.size(2);
+    add_(c_proj_bias().grad, sum(grad_out.reshape({grad_out.numel() / C, C}), 0));
+    Tensor dx = child_at(0)->backward(grad_out);
+    all_reduce_sum(dx, tp_group_);
+    return dx;
+  }
+  std::shared_ptr<nn::Module> clone() const override { MGPU_FAIL("TensorParallelMlp: not cloned"); }
+  std::string describe() const override { return "TensorParallelMlp"; }
+
+ private:
+  nn::Parameter& c_proj_bias() { return static_cast<tpar::ParallelMLP&>(*child_at(0)).c_proj().bias(); }
+  dist::ProcessGroup& tp_group_;
+};
+
+// A GPT block on this rank's tokens: the full block's LayerNorms, the attention and the
+// MLP above. The residual sums as nn::Block's.
 class ContextParallelBlock : public nn::Module {
  public:
-  ContextParallelBlock(nn::Block& full, dist::ProcessGroup& group, cp::Split split, bool allgather) {
+  ContextParallelBlock(nn::Block& full, dist::ProcessGroup& group, dist::ProcessGroup& tp_group,
+                       cp::Split split, bool allgather) {
     const auto& kids = full.children();
     register_module("ln_1", kids.at(0).second->clone());
     register_module("attn", std::make_shared<ContextParallelAttention>(
                                 static_cast<nn::CausalSelfAttention&>(*kids.at(1).second), group,
-                                split, allgather));
+                                tp_group, split, allgather));
     register_module("ln_2", kids.at(2).second->clone());
-    register_module("mlp", kids.at(3).second->clone());
+    register_module("mlp", std::make_shared<TensorParallelMlp>(static_cast<nn::MLP&>(*kids.at(3).second),
+                                                               tp_group));
   }
   Tensor forward(const Tensor& x) override {
     Tensor h = add(x, child_at(1)->forward(child_at(0)->forward(x)));
@@ -186,14 +244,15 @@ class ContextParallelBlock : public nn::Module {
 // logits of this rank's tokens [B·T/P, V].
 class ContextParallelGpt : public nn::Module {
  public:
-  ContextParallelGpt(nn::GPT& full, dist::ProcessGroup& group, cp::Split split, bool allgather)
+  ContextParallelGpt(nn::GPT& full, dist::ProcessGroup& group, dist::ProcessGroup& tp_group,
+                     cp::Split split, bool allgather)
       : n_head_(full.config().n_head) {
     const auto& kids = full.children();
     register_module(kids.front().first, kids.front().second->clone());
     register_module(kids.at(1).first, kids.at(1).second->clone());
     for (std::size_t i = 2; i + 1 < kids.size(); ++i) {
       blocks_.push_back(std::make_shared<ContextParallelBlock>(static_cast<nn::Block&>(*kids[i].second),
-                                                               group, split, allgather));
+                                                               group, tp_group, split, allgather));
       register_module(kids[i].first, blocks_.back());
     }
     register_module(kids.back().first, kids.back().second->clone());
@@ -288,20 +347,38 @@ double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
-  const int W = world->size(), P = f.cp == 0 ? W : f.cp;
-  MGPU_CHECK(P >= 1 && W % P == 0, "--cp ", P, " does not divide the ", W,
-             " rank(s); start a multiple of --cp ranks (tools/mpirun -np N)");
-  const int D = W / P, replica = world->rank() / P;  // CP groups of consecutive ranks
+  const int W = world->size(), TP = f.tp;
+  MGPU_CHECK(TP >= 1 && W % TP == 0, "--tp ", TP, " does not divide the ", W, " rank(s)");
+  const int P = f.cp == 0 ? W / TP : f.cp;
+  MGPU_CHECK(P >= 1 && W % (P * TP) == 0, "--cp ", P, " x --tp ", TP, " does not divide the ", W,
+             " rank(s); start a multiple of their product (tools/mpirun -np N)");
+  // The grid, TP fastest: world rank = (d·P + c)·TP + t for replica d, CP rank c, TP rank t.
+  const int D = W / (P * TP), me = world->rank();
+  const int t_me = me % TP, c_me = (me / TP) % P, replica = me / (TP * P);
   dist::GroupOptions quiet;
   quiet.announce = false;
-  std::shared_ptr<dist::ProcessGroup> group;  // this rank's CP group
-  for (int first = 0; first < W; first += P) {  // new_group is collective: every rank, every group
-    std::vector<int> ranks(static_cast<std::size_t>(P));
-    for (int i = 0; i < P; ++i) ranks[static_cast<std::size_t>(i)] = first + i;
-    if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) group = g;
+  // new_group is collective: every rank creates every group, in the same order.
+  std::shared_ptr<dist::ProcessGroup> group, tp_group, grad_group;  // CP, TP, same-shard groups
+  for (int d = 0; d < D; ++d)
+    for (int c = 0; c < P; ++c) {
+      std::vector<int> ranks;
+      for (int t = 0; t < TP; ++t) ranks.push_back((d * P + c) * TP + t);
+      if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) tp_group = g;
+    }
+  for (int d = 0; d < D; ++d)
+    for (int t = 0; t < TP; ++t) {
+      std::vector<int> ranks;
+      for (int c = 0; c < P; ++c) ranks.push_back((d * P + c) * TP + t);
+      if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) group = g;
+    }
+  for (int t = 0; t < TP; ++t) {  // the ranks holding the same TP shard: every CP rank, every replica
+    std::vector<int> ranks;
+    for (int r = t; r < W; r += TP) ranks.push_back(r);
+    if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) grad_group = g;
   }
-  MGPU_CHECK(group, "rank ", world->rank(), " found no group of its own");
+  MGPU_CHECK(group && tp_group && grad_group, "rank ", me, " found no group of its own");
   const int rank = group->rank();  // within the CP group
+  MGPU_CHECK(rank == c_me && tp_group->rank() == t_me, "rank ", me, ": the grid's groups disagree");
   const cp::Split split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
   const DType dtype = f.dtype == "f64" ? DType::f64 : DType::f32;
   const data::TextCorpus corpus = f.data == "synthetic" ? data::TextCorpus::synthetic(200000, f.seed)
@@ -316,17 +393,17 @@ int train(const Flags& f) {
   nn::manual_seed(f.seed);
   nn::GPT full(config);
   full.to(dtype);
-  auto model = std::make_shared<ContextParallelGpt>(full, *group, split, f.allgather);
+  auto model = std::make_shared<ContextParallelGpt>(full, *group, *tp_group, split, f.allgather);
   model->set_positions(positions);
   optim::AdamWOptions adam;
   adam.lr = f.lr;
   optim::AdamW optimizer(model->parameters(), adam);
   optim::AdamW full_optimizer(full.parameters(), adam);
   if (world->rank() == 0)
-    std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way context parallel x %d "
-                "data-parallel replica(s); T = %lld cut %s into %lld positions per rank, "
-                "attention %s, %s, %s\n",
-                config.str().c_str(), W, P, D, static_cast<long long>(f.seq), cp::split_name(split),
+    std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel x %d-way "
+                "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "
+                "positions per rank, attention %s, %s, %s\n",
+                config.str().c_str(), W, TP, P, D, static_cast<long long>(f.seq), cp::split_name(split),
                 static_cast<long long>(Tr), f.allgather ? "all-gather K/V" : "ring",
                 f.dtype.c_str(), corpus.source.c_str());
   const std::size_t value_bytes = dtype == DType::f64 ? 8 : 4;
@@ -346,14 +423,16 @@ int train(const Flags& f) {
     Tensor probs;
     const double local = softmax_cross_entropy(logits, targets_r.reshape({N}), &probs).to_vector<double>()[0];
     // The mean over all D·B·T tokens: each rank's mean weighs 1/(P·D) (every rank has
-    // B·T/P of its replica's B·T), and the gradients are summed over the whole world.
+    // B·T/P of its replica's B·T), and the gradients are summed over every rank holding the
+    // same TP shard (the whole world without TP). The TP ranks of one CP rank compute the
+    // same loss from the same tokens.
     Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
     scale_(grad, 1.0 / (P * D));
     model->backward(grad);
     const std::size_t peak = std::max(g_carried_peak, memory_stats(Device::cpu()).peak_allocated) - base;
-    for (nn::Parameter* p : model->parameters()) world->all_reduce(p->grad, dist::ReduceOp::sum).wait();
+    for (nn::Parameter* p : model->parameters()) all_reduce_sum(p->grad, *grad_group);
     Tensor l = Tensor::from_vector(std::vector<double>{local / (P * D)}, {1});
-    world->all_reduce(l, dist::ReduceOp::sum).wait();
+    all_reduce_sum(l, *grad_group);
     loss = l.to_vector<double>()[0];
     optimizer.step();
     const double dt = app::now_s() - t0;
@@ -379,10 +458,13 @@ int train(const Flags& f) {
     work = w.to_vector<std::int64_t>();
     if (world->rank() == 0) {
       if (s == 0) {
+        char formula[64] = "not derived under TP";
+        if (TP == 1)
+          std::snprintf(formula, sizeof formula, "%.1f KiB",
+                        model->kept_formula(f.batch, Tr, value_bytes) / 1024.0);
         std::printf("memory per rank (rank 0): activations the blocks keep %.1f KiB (formula "
-                    "%.1f KiB); the attention core's peak in a forward %.1f KiB\n",
-                    static_cast<double>(model->kept_bytes()) / 1024.0,
-                    model->kept_formula(f.batch, Tr, value_bytes) / 1024.0,
+                    "%s); the attention core's peak in a forward %.1f KiB\n",
+                    static_cast<double>(model->kept_bytes()) / 1024.0, formula,
                     static_cast<double>(model->core_peak()) / 1024.0);
         std::printf("attention score entries per rank (per row and head, %lld layers):",
                     static_cast<long long>(config.n_layer));
@@ -443,6 +525,9 @@ int main(int argc, char** argv) {
   cli.add_option("--cp", f.cp, "ranks of each context-parallel group (consecutive ranks); it must "
                  "divide the ranks started, the rest are data-parallel replicas (0: every rank, "
                  "one group)")->capture_default_str();
+  cli.add_option("--tp", f.tp, "tensor-parallel ranks inside each CP rank (consecutive ranks; "
+                 "they must divide the 4 heads): lesson 13's split of the projections and the "
+                 "MLP, ring attention on this TP rank's heads")->capture_default_str();
   cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
   cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the "
                "baseline) instead of the ring");
