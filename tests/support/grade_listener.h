@@ -16,7 +16,8 @@ namespace mgpu::testing {
 
 /// Catch2 listener: records the expansion of each checked equality (`CHECK(a == b)`: the
 /// text "3 == 3") under "== #k" with the tolerance "text" (matched exactly), where results
-/// are recorded. The runners report passed checks to listeners there (-s).
+/// are recorded. Catch2 reports every check to its listeners, passed ones too (not to
+/// the report, unless -s).
 class GradeRecordListener : public Catch::TestEventListenerBase {
  public:
   using TestEventListenerBase::TestEventListenerBase;

@@ -39,10 +39,5 @@ int main(int argc, char** argv) {
                 mgpu::cuda_device_count());
     return 77;
   }
-  Catch::Session session;
-  const int rc = session.applyCommandLine(static_cast<int>(args.size()), args.data());
-  if (rc != 0) return rc;
-  // Where results are recorded, passed checks reach the listeners too (-s).
-  if (!mgpu::testing::grade_record_path().empty()) session.configData().showSuccessfulTests = true;
-  return session.run();
+  return Catch::Session().run(static_cast<int>(args.size()), args.data());
 }
