@@ -27,6 +27,39 @@ def _tools():
     return found, missing
 
 
+def _inside(path, folder):
+    """Whether `path` is inside `folder` (or is it)."""
+    return os.path.commonpath([path, folder]) == folder
+
+
+def _shadow_tree(source, shadow):
+    """A copy of the folder `source` whose files are empty, with the names, modes and times
+    of the originals (a build tool that compares times sees nothing changed); its links
+    are the same links."""
+    for top, dirs, files in os.walk(source):
+        rel = os.path.relpath(top, source)
+        here = os.path.normpath(os.path.join(shadow, rel))
+        os.makedirs(here, exist_ok=True)
+        for name in files + [d for d in dirs if os.path.islink(os.path.join(top, d))]:
+            path = os.path.join(top, name)
+            out = os.path.join(here, name)
+            if os.path.islink(path):   # a link is the same link (meson.build files are)
+                os.symlink(os.readlink(path), out)
+                continue
+            if not os.path.isfile(path):
+                continue
+            open(out, "w").close()
+            st = os.stat(path)
+            os.chmod(out, st.st_mode & 0o755 | 0o444)
+            os.utime(out, ns=(st.st_atime_ns, st.st_mtime_ns))
+        st = os.stat(top)
+        os.chmod(here, 0o755)
+    for top, dirs, _ in os.walk(source, topdown=False):   # folders' times after their files
+        here = os.path.normpath(os.path.join(shadow, os.path.relpath(top, source)))
+        st = os.stat(top)
+        os.utime(here, ns=(st.st_atime_ns, st.st_mtime_ns))
+
+
 class Launch:
     """One launch's folder: the report is written there, programs are reached there."""
 
@@ -157,6 +190,56 @@ class Confinement:
         drop = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
         # The shell is the namespace's first process: it waits for the test and passes on
         # its exit status (128 + N for signal N); when it ends, everything left is killed.
+        lines.append(" ".join([t["prlimit"], *limits, "--", t["setpriv"], *user, *drop, "--",
+                               '"$@"']))
+        lines += ["rc=$?", "exit $rc"]
+        unshare = [self.tools["unshare"], *([] if self.as_nobody else ["--user", "--map-root-user"]),
+                   "--net", "--mount", "--pid", "--fork", "--mount-proc", "--propagation", "private"]
+        return unshare + ["sh", "-c", "\n".join(lines), "sh"] + list(argv)
+
+    def build_command(self, folder, argv, course, build, extra_hidden=()):
+        """The command that runs a build of the submission's code (argv: ninja) confined,
+        from the launch folder `folder`: as the tests run (no network, not as root, its own
+        /tmp, the same limits), seeing the clean copy `course` and its build `build`, but
+        not the reference: the clean copy's solutions/ are files of the same names and
+        times with nothing in them (the compiler cannot read them, e.g. with
+        asm(".incbin"); ninja sees them unchanged), the build's solutions/ (the reference
+        binaries) are empty; the folders of `hidden` and extra_hidden (the course's
+        checkout, the class, the grading user's home) are empty too. Everything the
+        build needs from solutions/ is built beforehand, outside (see building.py)."""
+        t = {k: shlex.quote(v) for k, v in self.tools.items()}
+        q = shlex.quote
+        shadow = os.path.join(folder, "solutions")
+        _shadow_tree(os.path.join(course, "solutions"), shadow)
+        hidden = sorted({os.path.realpath(h) for h in (*self.hidden, *extra_hidden)
+                         if os.path.isdir(h)} - {"/", "/tmp"},
+                        key=lambda h: (-h.count(os.sep), h))
+        hidden = [h for h in hidden if h != course and not _inside(course, h)]
+        lines = ["set -e", f"cd {q(folder)}", "mkdir course",
+                 f"{t['mount']} --rbind {q(course)} course"]
+        # A hidden folder that holds the clean copy can be passed through, not listed.
+        lines += [f"{t['mount']} -t tmpfs -o size=4k,mode={'711' if _inside(course, h) else '000'} "
+                  f"none {q(h)}" for h in hidden]
+        lines += [f"{t['mount']} --bind tmp /tmp", f"mkdir -p {q(folder)}",
+                  f"{t['mount']} --no-canonicalize --rbind . {q(folder)}"]
+        # The clean copy back at its path, where a hidden folder or the /tmp of its own
+        # covered it (a work folder in the course's checkout, or in /tmp).
+        lines += [f"(umask 022; mkdir -p {q(course)})", f"{t['mount']} --rbind course {q(course)}",
+                  f"{t['mount']} --bind solutions {q(os.path.join(course, 'solutions'))}"]
+        reference = os.path.join(build, "solutions")
+        if os.path.isdir(reference):
+            lines.append(f"{t['mount']} -t tmpfs -o size=4k,mode=000 none {q(reference)}")
+        lines += [f"{t['ip']} link set lo up", "set +e"]
+        limits = ["--core=0"]
+        if self.memory_mb:
+            limits.append(f"--data={self.memory_mb * MIB}")
+        if self.file_mb:
+            limits.append(f"--fsize={self.file_mb * MIB}")
+        user = [f"--reuid={NOBODY}", f"--regid={NOBODY}", "--clear-groups", ] \
+            if self.as_nobody else []
+        if self.as_nobody:
+            limits.append("--nproc=4096")
+        drop = ["--inh-caps=-all", "--bounding-set=-all", "--no-new-privs"]
         lines.append(" ".join([t["prlimit"], *limits, "--", t["setpriv"], *user, *drop, "--",
                                '"$@"']))
         lines += ["rc=$?", "exit $rc"]

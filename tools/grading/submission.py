@@ -8,6 +8,7 @@ import stat
 
 from . import UsageError
 from .building import BuildDir, check_fences
+from .confine import Confinement
 from .course import Course, walk
 
 def write_if_changed(path, data, mode=None):
@@ -289,8 +290,21 @@ def grade_submission(args, root, grade):
     print(f"grade: the fenced code of {student} goes into a clean copy of the course "
           f"({course.source}, in {checkout})", flush=True)
 
+    # What the submission's code must not see, compiled or run: the clean copy and its
+    # build (solutions/, the reference binaries; a build sees the clean copy without
+    # them), the course's checkout, the submission and the folder of the class that holds
+    # it, and the grading user's home.
+    args.hidden = [checkout, root, student, os.path.expanduser("~")]
+    if os.path.dirname(student).count(os.sep) >= 2:
+        args.hidden.append(os.path.dirname(student))
+    confinement = Confinement(args.hidden, args.memory_limit, args.file_size_limit)
+    notes.append("The submission's code compiles confined too: " + (
+        "as the tests run, seeing the clean copy without its solutions/ (see docs/instructors.md)."
+        if confinement.active else "no: " + confinement.note.split(": ", 1)[-1]))
+
     # Build once; a task that does not compile goes back to the exercise, then once more.
-    build = BuildDir(checkout, os.path.join(checkout, "build"), own_only=True)
+    build = BuildDir(checkout, os.path.join(checkout, "build"), own_only=True,
+                     confinement=confinement)
     if not build.configured() and not build.configure(args.setup_arg):
         print(f"grade: the clean copy could not be configured:\n{build.failures[0][1]}")
         return 1
@@ -311,12 +325,6 @@ def grade_submission(args, root, grade):
                       "with the unfinished exercise in its place")
         take_fences(course, student, checkout, exercise, reverted)
     args.build_dir = build.path
-    # What a confined test launch must not see: the clean copy and its build (solutions/,
-    # the reference binaries), the course's checkout, the submission and the folder of
-    # the class that holds it, and the grading user's home.
-    args.hidden = [checkout, root, student, os.path.expanduser("~")]
-    if os.path.dirname(student).count(os.sep) >= 2:
-        args.hidden.append(os.path.dirname(student))
     header = [f"Submission: {student} (only the code inside the TODO fences of lessons/ "
               "is graded)"] + notes
     return grade(args, checkout, extra_header=header, replaced=replaced, submission=True)
