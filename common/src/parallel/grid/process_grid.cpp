@@ -64,11 +64,12 @@ void check_grid(const GridShape& shape, int world) {
              shape.size(), ")");
 }
 
-ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, const Device& device)
+ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, const Device& device,
+                         const dist::GroupOptions& options)
     : shape_(shape), rank_(dist::rank()) {
   check_grid(shape, dist::world_size());
   coords_ = grid_coords(shape, rank_);
-  dist::GroupOptions quiet;
+  dist::GroupOptions quiet = options;
   quiet.announce = false;
   // Collective over the world: every rank creates every group, members or not, in the same
   // order (TP's, DP's, PP's), and keeps the one of each axis it is in.

@@ -85,10 +85,11 @@ void check_grid(const GridShape& shape, int world);
 class ProcessGrid {
  public:
   /// Creates the groups over the world (dist::new_group, backend "mpi" on the CPU unless
-  /// `backend`/`device` say otherwise). Throws on every rank when shape.size() is not the
-  /// world size.
+  /// `backend`/`device` say otherwise; `options` for each group, never announced). Throws on
+  /// every rank when shape.size() is not the world size.
   explicit ProcessGrid(const GridShape& shape, const std::string& backend = "mpi",
-                       const Device& device = Device::cpu());
+                       const Device& device = Device::cpu(),
+                       const dist::GroupOptions& options = {});
   /// The shape it was built with.
   const GridShape& shape() const { return shape_; }
   /// This rank's place.
