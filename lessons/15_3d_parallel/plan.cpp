@@ -108,9 +108,11 @@ int plan(const Flags& f) {
               static_cast<long long>(m.n_layer), static_cast<long long>(m.n_head),
               static_cast<long long>(m.n_embd), static_cast<long long>(m.seq),
               static_cast<long long>(m.vocab_size), m.parameters() / 1e6);
-  std::printf("cluster: %s, %d GPUs, %.1f TFLOP/s each%s, memory %s\n", c.hardware.name.c_str(),
+  std::printf("cluster: %s, %d GPUs, %.3g TFLOP/s each%s, memory %s\n", c.hardware.name.c_str(),
               c.hardware.ranks(), c.flops / 1e12,
-              c.compute_devices > 0 ? " (shared)" : "",
+              c.compute_devices > 0
+                  ? (" (all sharing " + std::to_string(c.compute_devices).substr(0, 4) + " device(s))").c_str()
+                  : "",
               c.memory_bytes > 0 ? (std::to_string(static_cast<long long>(mib(c.memory_bytes))) + " MiB").c_str()
                                  : "not limited");
   std::printf("step: %lld sequences, micro-batches of %lld, %s%s, %s\n\n",
