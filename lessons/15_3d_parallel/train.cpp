@@ -17,6 +17,7 @@
 // each rank its own slices of the weights and AdamW's moments, an index naming them);
 // --load DIR starts from one saved on any layout, at the step it was saved at.
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 #include <cstdio>
 #include <map>
@@ -182,11 +183,14 @@ int train(const Flags& f) {
   const std::int64_t rows = f.batch / D;
   for (std::int64_t s = first_step; s < first_step + f.steps; ++s) {
     const data::TextBatch batch = loader.batch(s);
+    const auto started = std::chrono::steady_clock::now();
     const std::int64_t r0 = g.coords().dp * rows;
     const pp::PipelineStepReport rep = model.train_step(batch.inputs.slice(r0, r0 + rows).clone(),
                                                         batch.targets.slice(r0, r0 + rows).clone());
     loss = rep.loss;
     optimizer.step();
+    const double step_ms =
+        std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     if (f.check) {  // the unsplit model on the whole batch
       full.zero_grad();
       ref = full_step(full, batch.inputs, batch.targets);
@@ -205,9 +209,9 @@ int train(const Flags& f) {
     if (rank == 0) {
       std::printf("step %lld loss %.6f", static_cast<long long>(s), loss);
       if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
-      std::printf(" | rank 0: %lld collectives, %lld sends (%.1f KiB), peak step memory %.1f KiB;"
+      std::printf(" | %.0f ms; rank 0: %lld collectives, %lld sends (%.1f KiB), peak step memory %.1f KiB;"
                   " largest peak %.1f KiB; bubble measured %.3f\n",
-                  static_cast<long long>(rep.collectives), static_cast<long long>(rep.messages),
+                  step_ms, static_cast<long long>(rep.collectives), static_cast<long long>(rep.messages),
                   static_cast<double>(rep.message_bytes) / 1024.0,
                   static_cast<double>(rep.peak_bytes) / 1024.0, v[0] / 1024.0, v[1] / v[2]);
     }
