@@ -72,8 +72,8 @@ std::map<std::tuple<int, int, int>, double> read_measured(const std::string& pat
 }
 
 int plan(const Flags& f) {
-  perf::ModelShape m = f.model == "tiny" ? perf::ModelShape{65, 128, 4, 4, 128}
-                                         : perf::ModelShape{50257, 1024, 12, 12, 768};
+  perf::ModelShape m = f.model == "tiny" ? perf::ModelShape{65, 128, 4, 4, 128, 128}
+                                         : perf::ModelShape{50257, 1024, 12, 12, 768, 1024};
   if (f.layers > 0) m.n_layer = f.layers;
   if (f.heads > 0) m.n_head = f.heads;
   if (f.embd > 0) m.n_embd = f.embd;
@@ -170,7 +170,7 @@ int main(int argc, char** argv) {
   cli.add_option("--heads", f.heads, "attention heads (0: the model's)");
   cli.add_option("--embd", f.embd, "C (0: the model's)");
   cli.add_option("--vocab", f.vocab, "vocabulary (0: the model's)");
-  cli.add_option("--seq", f.seq, "tokens per sequence, T (0: the model's)");
+  cli.add_option("--seq", f.seq, "tokens per sequence, T (0: the model's context; the position table keeps the context's rows)");
   cli.add_option("--batch", f.batch, "sequences per optimizer step, all replicas together")->capture_default_str();
   cli.add_option("--micro-batch", f.micro_batch, "sequences per micro-batch")->capture_default_str();
   cli.add_option("--schedule", f.schedule, "gpipe, 1f1b or interleaved")->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))->capture_default_str();

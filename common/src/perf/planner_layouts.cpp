@@ -8,7 +8,7 @@ namespace mgpu::perf {
 
 std::int64_t ModelShape::parameters() const {
   const std::int64_t C = n_embd;
-  return vocab_size * C + seq * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
+  return vocab_size * C + position_rows() * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
 }
 
 std::string Layout::str() const {

@@ -23,7 +23,7 @@ MemoryEstimate estimate_memory(const ModelShape& m, const JobSettings& job, cons
   for (int s = 0; s < l.pp; ++s) {
     const bool first = s == 0, last = s == l.pp - 1;
     double params = static_cast<double>(blocks_of_stage(m.n_layer, l.pp, s)) * block_params;
-    if (first) params += V * C + T * C;                 // token and position tables
+    if (first) params += V * C + static_cast<double>(m.position_rows()) * C;                 // token and position tables
     if (last) params += 2 * C + (l.pp > 1 ? V * C : 0);  // ln_f; the tied table's copy
     double in_flight = job.schedule == "gpipe" ? micro : std::min<double>(micro, l.pp - s);
     if (job.schedule == "interleaved") in_flight *= 1 + (l.pp - 1) / (l.pp * v);

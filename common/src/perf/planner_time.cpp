@@ -50,7 +50,7 @@ TimeEstimate estimate_time(const ModelShape& m, const JobSettings& job, const Cl
       e.tp_comm_s = micro * comm;
     }
     double params = blocks * ((12 * C * C + 7 * C) / tp + 6 * C);
-    if (s == 0) params += V * C + T * C;
+    if (s == 0) params += V * C + static_cast<double>(m.position_rows()) * C;
     if (s == l.pp - 1) params += 2 * C + (l.pp > 1 ? V * C : 0);
     stage_params_max = std::max(stage_params_max, params);
   }

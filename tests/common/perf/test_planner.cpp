@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "expect_error.h"
+#include "mgpu/nn/gpt.h"
 #include "mgpu/perf/planner.h"
 
 namespace perf = mgpu::perf;
@@ -57,6 +58,9 @@ TEST_CASE("memory: one rank holds 16 bytes a parameter plus lesson 13's activati
   job.global_batch = 8;
   const perf::MemoryEstimate one = perf::estimate_memory(m, job, {1, 1, 1});
   const double P = static_cast<double>(m.parameters());
+  // The count is nn::GPT's, also when the windows are shorter than the position table.
+  CHECK(perf::ModelShape{65, 64, 4, 4, 128, 128}.parameters() == mgpu::nn::GPTConfig::tiny(65).num_parameters());
+  CHECK(m.parameters() == mgpu::nn::GPTConfig::tiny(65).num_parameters());
   CHECK(near(one.parameters, 4 * P));
   CHECK(near(one.gradients, 4 * P));
   CHECK(near(one.optimizer, 8 * P));

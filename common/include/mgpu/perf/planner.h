@@ -9,9 +9,10 @@
 ///
 ///   memory per rank, the largest stage (bytes, 4 per value):
 ///     parameters   blocks of the stage x ((12C² + 7C)/tp + 6C)      (lesson 13's split:
-///                  + the embeddings V·C + T·C on the first stage       the matrices and
-///                  + ln_f and a copy of the tied table on the last     their biases cut
-///                  (the two coincide when pp = 1)                      by tp)
+///                  + the embeddings V·C + P·C on the first stage       the matrices and
+///                    (P: the position table's rows)                    their biases cut
+///                  + ln_f and a copy of the tied table on the last     by tp)
+///                  (the two coincide when pp = 1)
 ///     gradients    as many as parameters
 ///     optimizer    AdamW's two moments, 8 bytes a parameter, / dp under ZeRO-1 (lesson 10)
 ///     activations  per block and micro-batch of N = b·T tokens (lesson 13's count):
@@ -56,6 +57,11 @@ struct ModelShape {
   std::int64_t n_layer = 4;      ///< L, blocks
   std::int64_t n_head = 4;       ///< H, attention heads
   std::int64_t n_embd = 128;     ///< C
+  /// Rows of the position table (nn::GPTConfig's block_size; 0: seq). A model trained on
+  /// windows shorter than its context keeps the whole table.
+  std::int64_t positions = 0;
+  /// Rows of the position table: positions, or seq when that is 0.
+  std::int64_t position_rows() const { return positions > 0 ? positions : seq; }
   /// Parameters of the whole model (embeddings, blocks, ln_f; the head is tied).
   std::int64_t parameters() const;
 };
