@@ -32,7 +32,7 @@ int peak_in_flight(const std::vector<PipeOp>& order) {
 
 }  // namespace
 
-TEST_CASE("task2: interleaved_order: p 2, v 2, m 4 as chapter §3 draws it",
+TEST_CASE("task2: interleaved_order: p 2, v 2, m 4 as chapter section 3 numbers the ops",
           "[15_3d_parallel][task2][points:2]") {
   const auto f = [](int j, int c) { return PipeOp{Pass::forward, j, c}; };
   const auto b = [](int j, int c) { return PipeOp{Pass::backward, j, c}; };
@@ -47,7 +47,7 @@ TEST_CASE("task2: interleaved_order: p 2, v 2, m 4 as chapter §3 draws it",
   CHECK_THROWS(interleaved_order(2, 2, 3, 0));  // m not a multiple of p
 }
 
-TEST_CASE("task2: interleaved_order is valid and its bubble on the clock is (p-1)/(v·m)",
+TEST_CASE("task2: interleaved_order is valid and its bubble on the clock is (p-1)/(v*m)",
           "[15_3d_parallel][task2][points:4]") {
   for (int p = 1; p <= 8; ++p)
     for (int v = 1; v <= 4; ++v)
