@@ -5,6 +5,7 @@
 
 #include <catch2/catch.hpp>
 
+#include <algorithm>
 #include <cstdint>
 #include <memory>
 #include <sstream>
@@ -34,22 +35,23 @@ constexpr double kTol = 1e-12;
 constexpr int kSteps = 3;
 constexpr std::int64_t kT = 4, kMicroRows = 1;  // every micro-batch: 1 sequence of 4 tokens
 
-// 8 blocks of C = 8 in 4 heads, 11 tokens (padded under TP 2 and 4): every layout of up to
-// 8 pipeline stages and TP up to 4 fits.
-inline nn::GPTConfig tiny_config() {
+// `blocks` blocks of C = 8 in 4 heads, 11 tokens (padded under TP 2 and 4): TP up to 4
+// fits. A layout gets one block per virtual stage (two without a pipeline): every block
+// costs each micro-batch 4 collectives under TP, and 8 ranks share 2 cores here.
+inline nn::GPTConfig tiny_config(std::int64_t blocks = 8) {
   nn::GPTConfig c;
   c.vocab_size = 11;
   c.block_size = kT;
-  c.n_layer = 8;
+  c.n_layer = blocks;
   c.n_head = 4;
   c.n_embd = 8;
   return c;
 }
 
 // The f64 model every rank builds the same, its biases and LayerNorms random too.
-inline std::unique_ptr<nn::GPT> tiny_gpt() {
+inline std::unique_ptr<nn::GPT> tiny_gpt(std::int64_t blocks) {
   nn::manual_seed(15);
-  auto g = std::make_unique<nn::GPT>(tiny_config());
+  auto g = std::make_unique<nn::GPT>(tiny_config(blocks));
   g->to(DType::f64);
   std::uint64_t salt = 1;
   for (auto& [name, p] : g->named_parameters()) {
@@ -143,9 +145,10 @@ inline void check_layout(const Layout& layout, const Device& device = Device::cp
   INFO(layout.str() << " on " << device.str());
   const grid::ProcessGrid g(layout.shape, "mpi", device, quiet_options(60));
   const int D = layout.shape.dp, P = layout.shape.tp, p = layout.shape.pp;
-  const int m = p == 3 ? 3 : p == 8 ? 8 : 4;  // a multiple of p where interleaving needs it
-  auto full = tiny_gpt();
-  auto source = tiny_gpt();
+  const int m = p == 1 ? 2 : p;  // a multiple of p, as interleaving needs
+  const std::int64_t blocks = std::max(2, p * layout.v);
+  auto full = tiny_gpt(blocks);
+  auto source = tiny_gpt(blocks);
   source->to(device);
   pp::GptPipeline model(*source, g, pp::PipelineOptions{layout.schedule, layout.v, m});
   // SGD with momentum: its update is linear in the gradients, so the weights stay as close
