@@ -3,16 +3,18 @@
 // own positions of every window (plain blocks or, with --split zigzag, a head chunk and a
 // tail chunk); everything but attention is token-wise and runs on those positions alone;
 // attention is ring attention (tasks 1-4), or with --allgather the all-gather-K/V baseline.
-// Each rank's gradients cover its tokens only: one all-reduce per parameter sums them (the
-// loss is the mean over all B·T tokens). With more ranks than --cp, CP groups of
-// consecutive ranks and data parallelism across them: replica d reads batch s·D + d and
-// the same all-reduce, over every rank, averages the replicas too. With --tp N each CP
-// rank is itself N ranks of lesson 13's tensor parallelism (TP inside, CP across): the
-// projections and the MLP split by heads and features over the TP group, ring attention
-// on this TP rank's heads over the CP group; the gradients are then summed over the ranks
-// that hold the same TP shard. With --check (the default) every rank also trains the
-// unsplit nn::GPT on the same batches and prints both losses; in f64 they agree to about
-// 1e-15, in f32 to about 1e-7.
+// Each rank's gradients cover its tokens only, so they must be combined over the CP group.
+// With more ranks than --cp, CP groups of consecutive ranks and data parallelism across
+// them: replica d reads batch s·D + d. CP and DP reduce together (as Megatron-LM does):
+// lesson 05's DistributedDataParallel over the group of ranks that hold the same
+// parameters (every CP rank of every replica) averages the gradients in buckets while the
+// backward runs; the average of the P·D ranks' per-token means is the mean over all
+// D·B·T tokens. With --tp N each CP rank is itself N ranks of lesson 13's tensor
+// parallelism (TP inside, CP across): the projections and the MLP split by heads and
+// features over the TP group, ring attention on this TP rank's heads over the CP group;
+// DDP's group is then the CP x DP ranks of one TP position. With --check (the default)
+// every rank also trains the unsplit nn::GPT on the same batches and prints both losses;
+// in f64 they agree to about 1e-15, in f32 to about 1e-7.
 //
 //   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10
@@ -45,6 +47,7 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/adamw.h"
 #include "mgpu/parallel/cp/ring_attention.h"
+#include "mgpu/parallel/ddp/ddp.h"
 #include "mgpu/parallel/tp/parallel_block.h"
 
 namespace {
@@ -137,7 +140,9 @@ class ContextParallelAttention : public nn::Module {
     saved_.pop_back();
     const std::int64_t B = s.B, T = s.T, C = grad_out.size(2), H = heads_, D = s.q.size(2);
     const Tensor dy = grad_out.reshape({B * T, C});
-    add_(child_at(1)->parameter("bias").grad, sum(dy, 0));  // the bias added after the sum
+    nn::Parameter& bias = child_at(1)->parameter("bias");
+    add_(bias.grad, sum(dy, 0));  // the bias added after the sum
+    bias.notify_grad_ready();     // final for this backward (DDP's hooks, lesson 05)
     const Tensor d_merged = child_at(1)->backward(dy);
     const Tensor d_core = nn::merge_heads_backward(d_merged, B, T, H, D);
     const double c0 = thread_cpu_s();
@@ -189,6 +194,7 @@ class TensorParallelMlp : public nn::Module {
   Tensor backward(const Tensor& grad_out) override {
     const std::int64_t C = grad_out.size(2);
     add_(c_proj_bias().grad, sum(grad_out.reshape({grad_out.numel() / C, C}), 0));
+    c_proj_bias().notify_grad_ready();  // final for this backward (DDP's hooks, lesson 05)
     Tensor dx = child_at(0)->backward(grad_out);
     all_reduce_sum(dx, tp_group_);
     return dx;
@@ -371,7 +377,7 @@ int train(const Flags& f) {
       for (int c = 0; c < P; ++c) ranks.push_back((d * P + c) * TP + t);
       if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) group = g;
     }
-  for (int t = 0; t < TP; ++t) {  // the ranks holding the same TP shard: every CP rank, every replica
+  for (int t = 0; t < TP; ++t) {  // the same TP shard: every CP rank, every replica (DDP's group)
     std::vector<int> ranks;
     for (int r = t; r < W; r += TP) ranks.push_back(r);
     if (auto g = dist::new_group(ranks, "mpi", Device::cpu(), quiet)) grad_group = g;
@@ -395,6 +401,12 @@ int train(const Flags& f) {
   full.to(dtype);
   auto model = std::make_shared<ContextParallelGpt>(full, *group, *tp_group, split, f.allgather);
   model->set_positions(positions);
+  // CP and DP reduce together: lesson 05's DDP over the ranks that hold the same
+  // parameters (the CP x DP ranks of this TP position), its buckets all-reduced while the
+  // backward runs. It averages over those P·D ranks.
+  std::unique_ptr<parallel::DistributedDataParallel> ddp;
+  if (grad_group->size() > 1) ddp = std::make_unique<parallel::DistributedDataParallel>(model, *grad_group);
+  nn::Module& trained = ddp ? static_cast<nn::Module&>(*ddp) : *model;
   optim::AdamWOptions adam;
   adam.lr = f.lr;
   optim::AdamW optimizer(model->parameters(), adam);
@@ -402,10 +414,10 @@ int train(const Flags& f) {
   if (world->rank() == 0)
     std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel x %d-way "
                 "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "
-                "positions per rank, attention %s, %s, %s\n",
+                "positions per rank, attention %s%s, %s, %s\n",
                 config.str().c_str(), W, TP, P, D, static_cast<long long>(f.seq), cp::split_name(split),
                 static_cast<long long>(Tr), f.allgather ? "all-gather K/V" : "ring",
-                f.dtype.c_str(), corpus.source.c_str());
+                ddp ? ", gradients by DDP over each CP x DP group" : "", f.dtype.c_str(), corpus.source.c_str());
   const std::size_t value_bytes = dtype == DType::f64 ? 8 : 4;
   double worst = 0.0, loss = 0.0, ref = 0.0, step_s = 0.0;
   for (std::int64_t s = 0; s < f.steps; ++s) {
@@ -418,19 +430,22 @@ int train(const Flags& f) {
     reset_peak_memory(Device::cpu());
     g_carried_peak = 0;
     const std::size_t base = memory_stats(Device::cpu()).allocated;
+    const std::int64_t cp_before = group->collectives_issued(), tp_before = tp_group->collectives_issued(),
+                       grad_before = grad_group->collectives_issued();
     const double t0 = app::now_s();
-    const Tensor logits = model->forward(ids_r);
+    const Tensor logits = trained.forward(ids_r);
     Tensor probs;
     const double local = softmax_cross_entropy(logits, targets_r.reshape({N}), &probs).to_vector<double>()[0];
     // The mean over all D·B·T tokens: each rank's mean weighs 1/(P·D) (every rank has
-    // B·T/P of its replica's B·T), and the gradients are summed over every rank holding the
+    // B·T/P of its replica's B·T), which is DDP's average over the P·D ranks holding the
     // same TP shard (the whole world without TP). The TP ranks of one CP rank compute the
     // same loss from the same tokens.
-    Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
-    scale_(grad, 1.0 / (P * D));
-    model->backward(grad);
+    const Tensor grad = softmax_cross_entropy_backward(probs, targets_r.reshape({N}));
+    trained.backward(grad);  // under DDP: the gradients averaged over the CP x DP group
     const std::size_t peak = std::max(g_carried_peak, memory_stats(Device::cpu()).peak_allocated) - base;
-    for (nn::Parameter* p : model->parameters()) all_reduce_sum(p->grad, *grad_group);
+    const std::int64_t cp_collectives = group->collectives_issued() - cp_before;
+    const std::int64_t tp_collectives = tp_group->collectives_issued() - tp_before;
+    const std::int64_t grad_collectives = grad_group->collectives_issued() - grad_before;
     Tensor l = Tensor::from_vector(std::vector<double>{local / (P * D)}, {1});
     all_reduce_sum(l, *grad_group);
     loss = l.to_vector<double>()[0];
@@ -481,9 +496,18 @@ int train(const Flags& f) {
       }
       std::printf("step %lld loss %.6f", static_cast<long long>(s), loss);
       if (f.check) std::printf(" one process %.6f |diff| %.2e", ref, std::abs(loss - ref));
+      std::printf(" collectives CP %lld TP %lld DDP %lld", static_cast<long long>(cp_collectives),
+                  static_cast<long long>(tp_collectives), static_cast<long long>(grad_collectives));
       std::printf(" step %.3f s, %.0f tokens/s, peak step memory %.1f KiB (rank 0)\n", dt,
                   static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(peak) / 1024.0);
     }
+  }
+  if (ddp && world->rank() == 0) {  // the buckets after the rebuild (every parameter of this rank's shard)
+    std::printf("DDP over each CP x DP group (%d ranks): %zu bucket(s):", grad_group->size(),
+                ddp->reducer().num_buckets());
+    for (std::size_t b = 0; b < ddp->reducer().num_buckets(); ++b)
+      std::printf(" %.3f MiB", static_cast<double>(ddp->reducer().bucket_bytes(b)) / (1024.0 * 1024.0));
+    std::printf("\n");
   }
   {  // the attention core's CPU seconds per rank of this CP group: the load balance in time
     std::vector<double> cpu(static_cast<std::size_t>(P), 0.0);
