@@ -162,16 +162,6 @@ class TensorParallelGpt : public nn::Module {
   std::size_t kept_ = 0;
 };
 
-// The unsplit model's mean loss of one batch, forward and backward.
-double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
-  const Tensor logits = model.forward(ids);
-  const std::int64_t V = logits.size(2), N = logits.numel() / V;
-  Tensor probs;
-  const double loss = softmax_cross_entropy(logits.reshape({N, V}), targets.reshape({N}), &probs)
-                          .to_vector<double>()[0];
-  model.backward(softmax_cross_entropy_backward(probs, targets.reshape({N})).reshape(logits.shape()));
-  return loss;
-}
 
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
@@ -257,7 +247,7 @@ int train(const Flags& f) {
       ref = 0.0;
       for (int d = 0; d < D; ++d) {
         const data::TextBatch b = loader.batch(s * D + d);
-        ref += full_step(full, b.inputs, b.targets) / D;
+        ref += nn::gpt_loss_step(full, b.inputs, b.targets) / D;
       }
       if (D > 1)
         for (nn::Parameter* p : full.parameters()) scale_(p->grad, 1.0 / D);

@@ -55,16 +55,6 @@ struct Flags {
   std::string save, load;
 };
 
-// The unsplit model's mean loss of one batch, forward and backward.
-double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
-  const Tensor logits = model.forward(ids);
-  const std::int64_t V = logits.size(2), N = logits.numel() / V;
-  Tensor probs;
-  const double loss = softmax_cross_entropy(logits.reshape({N, V}), targets.reshape({N}), &probs)
-                          .to_vector<double>()[0];
-  model.backward(softmax_cross_entropy_backward(probs, targets.reshape({N})).reshape(logits.shape()));
-  return loss;
-}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -193,7 +183,7 @@ int train(const Flags& f) {
         std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - started).count();
     if (f.check) {  // the unsplit model on the whole batch
       full.zero_grad();
-      ref = full_step(full, batch.inputs, batch.targets);
+      ref = nn::gpt_loss_step(full, batch.inputs, batch.targets);
       full_optimizer.step();
       worst = std::max(worst, std::abs(loss - ref));
     }

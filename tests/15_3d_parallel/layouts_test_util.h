@@ -77,16 +77,6 @@ inline std::pair<Tensor, Tensor> batch(std::int64_t index, std::int64_t rows) {
   return {Tensor::from_vector(ids, {rows, kT}), Tensor::from_vector(tg, {rows, kT})};
 }
 
-// One process: the unsplit model's mean loss over one batch, forward and backward.
-inline double full_step(nn::GPT& model, const Tensor& ids, const Tensor& targets) {
-  const Tensor logits = model.forward(ids);
-  const std::int64_t V = logits.size(2), N = logits.numel() / V;
-  Tensor probs;
-  const double loss = softmax_cross_entropy(logits.reshape({N, V}), targets.reshape({N}), &probs)
-                          .to_vector<double>()[0];
-  model.backward(softmax_cross_entropy_backward(probs, targets.reshape({N})).reshape(logits.shape()));
-  return loss;
-}
 
 // This rank's part of a full parameter tensor under TP (lesson 13's cut).
 inline Tensor my_part(const std::string& name, const Tensor& full, int P, int r) {
@@ -166,7 +156,7 @@ inline void check_layout(const Layout& layout, const Device& device = Device::cp
     double ref = 0;
     for (int d = 0; d < D; ++d) {
       const auto [i, t] = batch(s * D + d, m * kMicroRows);
-      ref += full_step(*full, i, t) / D;
+      ref += nn::gpt_loss_step(*full, i, t) / D;
     }
     for (nn::Parameter* q : full->parameters()) scale_(q->grad, 1.0 / D);
     CHECK(std::abs(rep.loss - ref) < kTol * std::abs(ref));

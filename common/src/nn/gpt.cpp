@@ -201,4 +201,14 @@ std::shared_ptr<Module> GPT::clone() const {
   return copy;
 }
 
+double gpt_loss_step(GPT& model, const Tensor& ids, const Tensor& targets) {
+  const Tensor logits = model.forward(ids);
+  const std::int64_t V = logits.size(2), N = logits.numel() / V;
+  Tensor probs;
+  const double loss = softmax_cross_entropy(logits.reshape({N, V}), targets.reshape({N}), &probs)
+                          .to_vector<double>()[0];
+  model.backward(softmax_cross_entropy_backward(probs, targets.reshape({N})).reshape(logits.shape()));
+  return loss;
+}
+
 }  // namespace mgpu::nn

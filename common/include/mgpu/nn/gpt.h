@@ -134,4 +134,9 @@ class GPT : public Module {
   SavedContexts<Saved> saved_;
 };
 
+/// One process's forward and backward of `model` on one batch, for comparing a split model
+/// with it: ids and targets [B, T] (i64); the mean softmax cross-entropy over the B·T
+/// positions is returned and its gradient propagated, adding to every parameter's .grad.
+double gpt_loss_step(GPT& model, const Tensor& ids, const Tensor& targets);
+
 }  // namespace mgpu::nn
