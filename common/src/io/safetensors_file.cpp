@@ -10,6 +10,7 @@
 
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/safetensors.h"
+#include "pread_exact.h"
 
 namespace mgpu::io {
 
@@ -58,17 +59,8 @@ SafetensorsFile load_safetensors(const std::string& path, const Device& device) 
   struct stat st {};
   MGPU_CHECK(::fstat(fd, &st) == 0, "cannot stat ", path, ": ", std::strerror(errno));
   const auto file_size = static_cast<std::uint64_t>(st.st_size);
-  // Reads exactly n bytes at `offset`; a short read means the file changed under us.
   auto read_at = [&](char* dst, std::size_t n, std::uint64_t offset) {
-    while (n > 0) {
-      const ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(offset));
-      if (r < 0 && errno == EINTR) continue;
-      MGPU_CHECK(r > 0, "reading ", path, " at byte ", offset, ": ",
-                 r < 0 ? std::strerror(errno) : "unexpected end of file (did it change?)");
-      dst += r;
-      n -= static_cast<std::size_t>(r);
-      offset += static_cast<std::uint64_t>(r);
-    }
+    detail::pread_exact(fd, path, dst, n, offset);
   };
   // Step 1) the length, then the header it announces (the parser checks both against the
   // file size before trusting them).

@@ -13,6 +13,7 @@
 #include "mgpu/copy.h"
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/sharded_checkpoint.h"
+#include "../pread_exact.h"
 
 namespace mgpu::io {
 
@@ -27,15 +28,7 @@ struct ShardFile {
     if (fd >= 0) ::close(fd);
   }
   void read_at(char* dst, std::size_t n, std::uint64_t offset) const {
-    while (n > 0) {
-      const ssize_t r = ::pread(fd, dst, n, static_cast<off_t>(offset));
-      if (r < 0 && errno == EINTR) continue;
-      MGPU_CHECK(r > 0, "reading ", path, " at byte ", offset, ": ",
-                 r < 0 ? std::strerror(errno) : "unexpected end of file (did it change?)");
-      dst += r;
-      n -= static_cast<std::size_t>(r);
-      offset += static_cast<std::uint64_t>(r);
-    }
+    detail::pread_exact(fd, path, dst, n, offset);
   }
 };
 
