@@ -225,7 +225,7 @@ def peak_flops(device, precision):
 
 
 def torch_tokens_per_s(args, vocab_size):
-    """One round of PyTorch: --steps steps of a fresh model, timed from the first (as train's)."""
+    """One round of PyTorch: --warmup untimed steps of a fresh model, then --steps timed."""
     torch.manual_seed(0)
     device = torch.device(args.device)
     model = gpt_tiny(vocab_size).to(device)
@@ -233,11 +233,13 @@ def torch_tokens_per_s(args, vocab_size):
                                   weight_decay=0.0)
     g = torch.Generator().manual_seed(0)
     batches = [torch.randint(vocab_size, (args.batch_size, args.seq + 1), generator=g).to(device)
-               for _ in range(args.steps)]
+               for _ in range(args.warmup + args.steps)]
     sync = torch.cuda.synchronize if device.type == "cuda" else (lambda: None)
-    sync()
-    start = time.perf_counter()
-    for b in batches:
+    start = None
+    for k, b in enumerate(batches):
+        if k == args.warmup:
+            sync()
+            start = time.perf_counter()
         x, y = b[:, :-1], b[:, 1:]
         optimizer.zero_grad(set_to_none=True)
         with torch.autocast(device.type, dtype=torch.bfloat16, enabled=args.precision == "bf16"):
@@ -249,16 +251,29 @@ def torch_tokens_per_s(args, vocab_size):
 
 
 def mgpu_tokens_per_s(args, env):
-    """One round of mgpu: train's final line's tokens_per_s (training steps only)."""
-    cmd = [args.train, "--data", "synthetic", "--steps", str(args.steps), "--eval-every", "0",
-           "--eval-batches", "1", "--batch-size", str(args.batch_size), "--seq", str(args.seq),
-           "--threads", str(args.threads), "--precision", args.precision, "--device", args.device]
-    r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
-    m = re.search(r"^final: .*tokens_per_s=([0-9.]+)", r.stdout, re.M)
-    if r.returncode != 0 or not m:
-        sys.exit(f"gpt_torch.py: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
-    v = re.search(r"vocabulary (\d+)", r.stdout)
-    return float(m.group(1)), int(v.group(1)) if v else 33
+    """One round of mgpu: train runs --warmup + --steps steps; the time of the last --steps
+    is the difference of the training time train reports (its metrics file: the mean step
+    time so far, written at each evaluation) after the warm-up and at the end."""
+    total = args.warmup + args.steps
+    with tempfile.TemporaryDirectory() as tmp:
+        metrics = os.path.join(tmp, "metrics.jsonl")
+        cmd = [args.train, "--data", "synthetic", "--steps", str(total),
+               "--eval-every", str(args.warmup if args.warmup > 0 else total),
+               "--eval-batches", "1", "--batch-size", str(args.batch_size), "--seq", str(args.seq),
+               "--threads", str(args.threads), "--precision", args.precision, "--device", args.device,
+               "--metrics", metrics]
+        r = subprocess.run(cmd, capture_output=True, text=True, env=env, timeout=1800)
+        if r.returncode != 0:
+            sys.exit(f"gpt_torch.py: {' '.join(cmd)} failed:\n{r.stdout}{r.stderr}")
+        with open(metrics, encoding="utf-8") as f:
+            rows = {int(o["step"]): o for o in map(json.loads, filter(str.strip, f))}
+    train_s = {k: o["step_ms"] * k / 1e3 for k, o in rows.items()}   # mean x steps
+    if total not in train_s or (args.warmup > 0 and args.warmup not in train_s):
+        sys.exit(f"gpt_torch.py: train's metrics lack step {args.warmup} or {total}: {sorted(rows)}")
+    seconds = train_s[total] - (train_s[args.warmup] if args.warmup > 0 else 0.0)
+    v = re.search(r"vocabulary (\d+)|(\d+) characters in the vocabulary", r.stdout)
+    vocab = int(next(g for g in v.groups() if g)) if v else 33
+    return args.batch_size * args.seq * args.steps / seconds, vocab
 
 
 def load():
@@ -276,8 +291,8 @@ def bench(args):
     where = (torch.cuda.get_device_name(device) if device.type == "cuda"
              else f"CPU, {args.threads} thread(s) each")
     print(f"gpt-tiny (4 layers, 4 heads, C = 128), batch {args.batch_size} x {args.seq} tokens, "
-          f"{args.precision}, {where}; {args.rounds} rounds of {args.steps} steps, "
-          f"mgpu and PyTorch {torch.__version__} interleaved")
+          f"{args.precision}, {where}; {args.rounds} rounds of {args.warmup} untimed and "
+          f"{args.steps} timed steps, mgpu and PyTorch {torch.__version__} interleaved")
     print(f"load average (1, 5, 15 min) before: {load()}", flush=True)
     ours, theirs = [], []
     vocab = 33
@@ -310,6 +325,9 @@ def main():
                    help="bench: the GEMMs' dtype (bf16: train --precision bf16, torch.autocast)")
     p.add_argument("--steps", type=int, default=None, help="steps (check: 20; bench: 10 per round)")
     p.add_argument("--rounds", type=int, default=5, help="bench rounds, each mgpu then PyTorch")
+    p.add_argument("--warmup", type=int, default=None,
+                   help="bench: untimed steps of each round first (default: 0 on the CPU, 5 on "
+                        "a GPU, where the first steps load kernels and create library handles)")
     p.add_argument("--batch-size", type=int, default=None, help="sequences per step (check: 8; bench: 32)")
     p.add_argument("--seq", type=int, default=None, help="tokens per sequence (check: 64; bench: 128)")
     p.add_argument("--tolerance", type=float, default=1e-4, help="largest loss difference allowed")
@@ -320,6 +338,10 @@ def main():
         args.batch_size = 8 if args.check else 32
     if args.seq is None:
         args.seq = 64 if args.check else 128
+    if args.warmup is None:
+        args.warmup = 0 if args.device == "cpu" else 5
+    if args.warmup < 0:
+        sys.exit("gpt_torch.py: --warmup must be 0 or more")
     if min(args.threads, args.steps, args.rounds, args.batch_size) < 1 or not 1 <= args.seq <= 128:
         sys.exit("gpt_torch.py: --threads, --steps, --rounds and --batch-size must be 1 or more, "
                  "--seq 1 to 128")
