@@ -297,12 +297,21 @@ def bench(args):
     ours, theirs = [], []
     vocab = 33
     for r in range(args.rounds):
+        if args.torch_only:   # PyTorch alone, e.g. under a profiler (synthetic data: 33 ids)
+            b = torch_tokens_per_s(args, vocab)
+            theirs.append(b)
+            print(f"round {r + 1}: PyTorch {b:8.0f} tokens/s", flush=True)
+            continue
         a, vocab = mgpu_tokens_per_s(args, env)
         b = torch_tokens_per_s(args, vocab)
         ours.append(a)
         theirs.append(b)
         print(f"round {r + 1}: mgpu {a:8.0f} tokens/s   PyTorch {b:8.0f} tokens/s", flush=True)
     print(f"load average after: {load()}")
+    if args.torch_only:
+        m = statistics.median(theirs)
+        print(f"PyTorch  median {m:8.0f} tokens/s, {1e3 * args.batch_size * args.seq / m:.3f} ms per step")
+        return 0
     flops = flops_per_token(vocab, args.seq)
     peak = peak_flops(device, args.precision)
     for name, v in (("mgpu", ours), ("PyTorch", theirs)):
@@ -319,6 +328,8 @@ def main():
                                 formatter_class=argparse.RawDescriptionHelpFormatter)
     p.add_argument("--train", required=True, help="lesson 12's train program (build/solutions/12_transformer/train)")
     p.add_argument("--check", action="store_true", help="the agreement test instead of the benchmark")
+    p.add_argument("--torch-only", action="store_true",
+                   help="bench: PyTorch's side alone (to profile it; --train is still checked)")
     p.add_argument("--threads", type=int, default=2, help="CPU threads of each side")
     p.add_argument("--device", default="cpu", help="bench: cpu, cuda or cuda:N (--check: the CPU)")
     p.add_argument("--precision", default="fp32", choices=["fp32", "bf16"],

@@ -99,8 +99,11 @@ __global__ void layer_norm_grad_weight_kernel(const T* grad_out, const T* x, con
 }
 
 // ---- GELU --------------------------------------------------------------------------------
-constexpr float kSqrt2OverPi = 0.7978845608028654f;
-constexpr float kCubic = 0.044715f;
+// The constants in double, each converted to the compute type where it is used: a float
+// constant would put float's rounding (about 1e-8) into f64 results, which the CPU twin
+// (gelu.cpp) computes with these same double constants.
+constexpr double kSqrt2OverPi = 0.7978845608028654;
+constexpr double kCubic = 0.044715;
 
 template <typename A>
 __device__ __forceinline__ A gelu_value(A x) {
