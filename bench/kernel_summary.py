@@ -2,7 +2,7 @@
 """Where a program's GPU time goes, kernel by kernel, from Nsight Compute's per-launch rows.
 
   ncu --csv --page raw --print-units base --metrics gpu__time_duration.sum \\
-      --clock-control none PROGRAM ARGS > rows.csv
+      --clock-control none --cache-control none PROGRAM ARGS > rows.csv
   bench/kernel_summary.py rows.csv --steps 3 --wall-ms 21.2
 
 Prints each kernel's launches and GPU time (total, per step, share), the launches and GPU
@@ -65,8 +65,13 @@ def main():
     per_step = total_ms / args.steps
     print(f"{tag}{len(rows)} launches of {len(ns)} kernels, {total_ms:.3f} ms of GPU time; per step "
           f"({args.steps}): {len(rows) / args.steps:.0f} launches, {per_step:.3f} ms")
-    if args.wall_ms:
-        idle = max(0.0, 1 - per_step / args.wall_ms)
+    if args.wall_ms and per_step > args.wall_ms:
+        # The profiler runs kernels one at a time and, unless told --cache-control none,
+        # with cold caches: its times can add up to more than the unprofiled step.
+        print(f"{tag}step wall time {args.wall_ms:.3f} ms, less than the kernels' {per_step:.3f} ms "
+              "under the profiler: its times are inflated (cold caches?); read the shares only")
+    elif args.wall_ms:
+        idle = 1 - per_step / args.wall_ms
         print(f"{tag}step wall time {args.wall_ms:.3f} ms: the GPU busy {100 * per_step / args.wall_ms:.0f}%, "
               f"idle {100 * idle:.0f}% (launches, synchronisations, allocations, host reads)")
     print(f"{tag}{'kernel':48} {'launches':>8} {'ms total':>9} {'ms/step':>8} {'share':>6}")
