@@ -1,6 +1,7 @@
-// Task 1: the grid's coordinates and groups. Every rank of a DP x TP x PP job must agree on
-// who is where: which ranks share its layer shards (TP), which hold the same weights and
-// read other batches (DP), which run the other stages of its pipeline (PP).
+// Task 1: the grid's coordinates and groups. Every rank of a DP x CP x TP x PP job must
+// agree on who is where: which ranks share its layer shards (TP), which share its sequences
+// (CP), which hold the same weights and read other batches (DP), which run the other stages
+// of its pipeline (PP).
 #include "mgpu/parallel/grid/grid.h"
 
 #include "mgpu/error.h"
@@ -8,15 +9,15 @@
 namespace mgpu::parallel::grid {
 
 GridCoords grid_coords(const GridShape& shape, int rank) {
-  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1, "grid_coords: ", shape.str(),
-             " has an extent below 1");
+  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1 && shape.cp >= 1, "grid_coords: ",
+             shape.str(), " has an extent below 1");
   MGPU_CHECK(rank >= 0 && rank < shape.size(), "grid_coords: rank ", rank, " is not in ",
              shape.str(), " (ranks 0..", shape.size() - 1, ")");
   GridCoords c;
-  // What you have: shape (dp, tp, pp; size()), rank; c (GridCoords: dp, tp, pp).
-  // TODO(task1) BEGIN: chapter §1's order, rank = tp + TP·(dp + DP·pp): TP innermost (a
-  // TP group is TP consecutive ranks), then DP, then PP outermost. Each coordinate in
-  // [0, extent); DP 2 x TP 2 x PP 2: rank 6 is dp 1, tp 0, pp 1 (about 3 lines).
+  // What you have: shape (dp, tp, pp, cp; size()), rank; c (GridCoords: dp, tp, pp, cp).
+  // TODO(task1) BEGIN: chapter §1's order: TP innermost (a TP group is TP consecutive
+  // ranks), then CP, then DP, then PP outermost. Each coordinate in [0, extent);
+  // DP 2 x TP 2 x PP 2: rank 6 is dp 1, tp 0, pp 1, cp 0 (about 4 lines).
   MGPU_FAIL("TODO(task1): grid_coords is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
             "rank ", rank, " of ", shape.str());
   // TODO(task1) END
@@ -25,13 +26,14 @@ GridCoords grid_coords(const GridShape& shape, int rank) {
 
 int grid_rank(const GridShape& shape, const GridCoords& coords) {
   MGPU_CHECK(coords.dp >= 0 && coords.dp < shape.dp && coords.tp >= 0 && coords.tp < shape.tp &&
-                 coords.pp >= 0 && coords.pp < shape.pp,
-             "grid_rank: (dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp,
-             ") is outside ", shape.str());
+                 coords.pp >= 0 && coords.pp < shape.pp && coords.cp >= 0 && coords.cp < shape.cp,
+             "grid_rank: (dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp, ", cp ",
+             coords.cp, ") is outside ", shape.str());
   // What you have: shape, coords (each inside the grid).
   // TODO(task1) BEGIN: the rank at coords, the inverse of grid_coords (1 line).
   MGPU_FAIL("TODO(task1): grid_rank is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
-            "(dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp, ") in ", shape.str());
+            "(dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp, ", cp ", coords.cp, ") in ",
+            shape.str());
   // TODO(task1) END
 }
 
@@ -39,13 +41,13 @@ std::vector<int> axis_group(const GridShape& shape, Axis axis, int rank) {
   const GridCoords me = grid_coords(shape, rank);
   std::vector<int> members;
   // What you have: me (rank's place), shape.extent(axis); grid_rank(shape, coords);
-  // GridCoords' fields dp, tp, pp; axis is Axis::tp, Axis::dp or Axis::pp.
-  // TODO(task1) BEGIN: chapter §1's groups: the ranks that share rank's other two
+  // GridCoords' fields dp, tp, pp, cp; axis is Axis::tp, Axis::dp, Axis::pp or Axis::cp.
+  // TODO(task1) BEGIN: chapter §1's groups: the ranks that share rank's other three
   // coordinates, in ascending order (coordinate i along the axis is group rank i), as many
-  // as the extent along the axis; rank itself among them (about 8 lines).
+  // as the extent along the axis; rank itself among them (about 9 lines).
   MGPU_FAIL("TODO(task1): axis_group is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
             axis_name(axis), " group of rank ", rank, " (dp ", me.dp, ", tp ", me.tp, ", pp ",
-            me.pp, ") in ", shape.str());
+            me.pp, ", cp ", me.cp, ") in ", shape.str());
   // TODO(task1) END
   return members;
 }

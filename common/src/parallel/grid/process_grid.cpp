@@ -9,7 +9,31 @@
 namespace mgpu::parallel::grid {
 
 namespace {
-int axis_index(Axis axis) { return axis == Axis::tp ? 0 : axis == Axis::dp ? 1 : 2; }
+int axis_index(Axis axis) {
+  switch (axis) {
+    case Axis::tp: return 0;
+    case Axis::dp: return 1;
+    case Axis::pp: return 2;
+    case Axis::cp: return 3;
+  }
+  return 0;
+}
+
+// The data groups: the ranks that share tp and pp (every cp, every dp), ascending, ordered
+// by their smallest rank.
+std::vector<std::vector<int>> data_groups(const GridShape& shape) {
+  std::vector<std::vector<int>> groups;
+  for (int pp = 0; pp < shape.pp; ++pp)
+    for (int tp = 0; tp < shape.tp; ++tp) {
+      std::vector<int> g;
+      for (int dp = 0; dp < shape.dp; ++dp)
+        for (int cp = 0; cp < shape.cp; ++cp) g.push_back(grid_rank(shape, GridCoords{dp, tp, pp, cp}));
+      std::sort(g.begin(), g.end());
+      groups.push_back(std::move(g));
+    }
+  std::sort(groups.begin(), groups.end());
+  return groups;
+}
 }  // namespace
 
 const char* axis_name(Axis axis) {
@@ -17,22 +41,37 @@ const char* axis_name(Axis axis) {
     case Axis::tp: return "tp";
     case Axis::dp: return "dp";
     case Axis::pp: return "pp";
+    case Axis::cp: return "cp";
   }
   return "?";
 }
 
 int GridShape::extent(Axis axis) const {
-  return axis == Axis::tp ? tp : axis == Axis::dp ? dp : pp;
+  switch (axis) {
+    case Axis::tp: return tp;
+    case Axis::dp: return dp;
+    case Axis::pp: return pp;
+    case Axis::cp: return cp;
+  }
+  return 1;
 }
 
 std::string GridShape::str() const {
   std::ostringstream s;
-  s << "DP " << dp << " x TP " << tp << " x PP " << pp;
+  s << "DP " << dp;
+  if (cp != 1) s << " x CP " << cp;
+  s << " x TP " << tp << " x PP " << pp;
   return s.str();
 }
 
 int GridCoords::along(Axis axis) const {
-  return axis == Axis::tp ? tp : axis == Axis::dp ? dp : pp;
+  switch (axis) {
+    case Axis::tp: return tp;
+    case Axis::dp: return dp;
+    case Axis::pp: return pp;
+    case Axis::cp: return cp;
+  }
+  return 0;
 }
 
 std::vector<std::vector<int>> axis_groups(const GridShape& shape, Axis axis) {
@@ -58,10 +97,11 @@ std::vector<std::vector<int>> axis_groups(const GridShape& shape, Axis axis) {
 }
 
 void check_grid(const GridShape& shape, int world) {
-  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1 && shape.size() == world,
+  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1 && shape.cp >= 1 &&
+                 shape.size() == world,
              "the grid ", shape.str(), " holds ", shape.size(), " rank(s), but ", world,
-             " were started: DP x TP x PP must equal the number of ranks (tools/mpirun -np ",
-             shape.size(), ")");
+             " were started: ", shape.cp == 1 ? "DP x TP x PP" : "DP x CP x TP x PP",
+             " must equal the number of ranks (tools/mpirun -np ", shape.size(), ")");
 }
 
 ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, const Device& device,
@@ -72,8 +112,8 @@ ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, con
   dist::GroupOptions quiet = options;
   quiet.announce = false;
   // Collective over the world: every rank creates every group, members or not, in the same
-  // order (TP's, DP's, PP's), and keeps the one of each axis it is in.
-  for (Axis axis : {Axis::tp, Axis::dp, Axis::pp}) {
+  // order (TP's, DP's, PP's, CP's), and keeps the one of each axis it is in.
+  for (Axis axis : {Axis::tp, Axis::dp, Axis::pp, Axis::cp}) {
     const int i = axis_index(axis);
     for (const std::vector<int>& members : axis_groups(shape, axis)) {
       if (auto g = dist::new_group(members, backend, device, quiet)) {
@@ -84,15 +124,25 @@ ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, con
     MGPU_CHECK(groups_[i] != nullptr, "ProcessGrid: rank ", rank_, " is in no ", axis_name(axis),
                " group of ", shape.str());
   }
+  // The data groups (CP x DP): a group of their own only where both extents are above 1.
+  if (shape.cp > 1 && shape.dp > 1)
+    for (const std::vector<int>& members : data_groups(shape))
+      if (auto g = dist::new_group(members, backend, device, quiet)) data_group_ = std::move(g);
 }
 
 dist::ProcessGroup& ProcessGrid::group(Axis axis) const { return *groups_[axis_index(axis)]; }
+
+dist::ProcessGroup& ProcessGrid::data_group() const {
+  if (data_group_) return *data_group_;
+  return shape_.cp > 1 ? group(Axis::cp) : group(Axis::dp);
+}
 
 const std::vector<int>& ProcessGrid::members(Axis axis) const { return members_[axis_index(axis)]; }
 
 std::int64_t ProcessGrid::collectives_issued() const {
   std::int64_t n = 0;
   for (const auto& g : groups_) n += std::max<std::int64_t>(0, g->collectives_issued());
+  if (data_group_) n += std::max<std::int64_t>(0, data_group_->collectives_issued());
   return n;
 }
 

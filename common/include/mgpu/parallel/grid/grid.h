@@ -1,18 +1,20 @@
 /// @file grid.h
-/// @brief The process grid of 3-D parallelism: N = DP × TP × PP ranks, each with a place
-/// (dp, tp, pp) and one group along each axis (Megatron-LM's rank order).
+/// @brief The process grid of multi-dimensional parallelism: N = DP × CP × TP × PP ranks,
+/// each with a place (dp, cp, tp, pp) and one group along each axis (Megatron-LM's rank
+/// order).
 ///
 /// Tensor parallelism is innermost: the TP ranks of a group are consecutive (on one node,
-/// where the links are fastest), data parallelism next, pipeline stages outermost:
+/// where the links are fastest), context parallelism next (lesson 14: the ranks that share
+/// a sequence), data parallelism next, pipeline stages outermost:
 ///
-///     rank = tp + TP · (dp + DP · pp)
+///     rank = tp + TP · (cp + CP · (dp + DP · pp))
 ///
-///   DP 2 × TP 2 × PP 2 on 8 ranks:   stage 0: replica 0 = ranks {0, 1}, replica 1 = {2, 3}
-///                                    stage 1: replica 0 = ranks {4, 5}, replica 1 = {6, 7}
+///   DP 2 × TP 2 × PP 2 on 8 ranks (CP 1):  stage 0: replica 0 = ranks {0, 1}, replica 1 = {2, 3}
+///                                          stage 1: replica 0 = ranks {4, 5}, replica 1 = {6, 7}
 ///   TP groups {0,1} {2,3} {4,5} {6,7}; DP groups {0,2} {1,3} {4,6} {5,7};
 ///   PP groups (one pipeline each) {0,4} {1,5} {2,6} {3,7}.
 ///
-/// The group along an axis holds the ranks that share the other two coordinates. A rank's
+/// The group along an axis holds the ranks that share the other three coordinates. A rank's
 /// groups along two different axes meet in that rank alone. ProcessGrid creates every
 /// group of every axis on every rank, in one order (dist::new_group is collective over the
 /// world: a group created on only some ranks leaves the others waiting).
@@ -30,32 +32,38 @@
 namespace mgpu::parallel::grid {
 
 /// One dimension of the grid.
-enum class Axis { tp, dp, pp };
-/// "tp", "dp" or "pp".
+enum class Axis { tp, dp, pp, cp };
+/// "tp", "dp", "pp" or "cp".
 const char* axis_name(Axis axis);
+/// The four axes, innermost first: tp, cp, dp, pp.
+inline constexpr Axis kAxes[] = {Axis::tp, Axis::cp, Axis::dp, Axis::pp};
 
 /// The grid's extent along each axis.
 struct GridShape {
   int dp = 1;  ///< data-parallel replicas
   int tp = 1;  ///< ranks of a tensor-parallel group
   int pp = 1;  ///< pipeline stages
-  /// Ranks in the grid: dp · tp · pp.
-  int size() const { return dp * tp * pp; }
+  int cp = 1;  ///< ranks of a context-parallel group (that share one sequence)
+  /// Ranks in the grid: dp · cp · tp · pp.
+  int size() const { return dp * cp * tp * pp; }
   /// The extent along `axis`.
   int extent(Axis axis) const;
-  /// "DP 2 x TP 2 x PP 2".
+  /// "DP 2 x TP 2 x PP 2"; "DP 2 x CP 2 x TP 2 x PP 2" where CP is above 1.
   std::string str() const;
 };
 
-/// A rank's place in the grid: 0 <= dp < DP, 0 <= tp < TP, 0 <= pp < PP.
+/// A rank's place in the grid: 0 <= dp < DP, 0 <= tp < TP, 0 <= pp < PP, 0 <= cp < CP.
 struct GridCoords {
   int dp = 0;  ///< which replica (which part of the batch it reads)
   int tp = 0;  ///< which shard of each split layer it holds
   int pp = 0;  ///< which pipeline stage (which blocks) it runs
+  int cp = 0;  ///< which positions of each sequence it holds
   /// The coordinate along `axis`.
   int along(Axis axis) const;
   /// Same place.
-  bool operator==(const GridCoords& o) const { return dp == o.dp && tp == o.tp && pp == o.pp; }
+  bool operator==(const GridCoords& o) const {
+    return dp == o.dp && tp == o.tp && pp == o.pp && cp == o.cp;
+  }
 };
 
 // ---- Task 1: coordinates and groups (grid_coords.cpp) ----------------------------------------
@@ -63,9 +71,10 @@ struct GridCoords {
 /// The place of `rank` (0 <= rank < shape.size()) in the grid: the inverse of grid_rank.
 /// Throws for a rank outside the grid or a shape with an extent below 1.
 GridCoords grid_coords(const GridShape& shape, int rank);
-/// The rank at `coords`: tp + TP · (dp + DP · pp). Throws for coordinates outside the grid.
+/// The rank at `coords`: tp + TP · (cp + CP · (dp + DP · pp)). Throws for coordinates
+/// outside the grid.
 int grid_rank(const GridShape& shape, const GridCoords& coords);
-/// The world ranks of `rank`'s group along `axis`: every rank that shares rank's other two
+/// The world ranks of `rank`'s group along `axis`: every rank that shares rank's other three
 /// coordinates, ascending (so group rank i is coordinate i along the axis). Its size is the
 /// extent along the axis.
 std::vector<int> axis_group(const GridShape& shape, Axis axis, int rank);
@@ -79,9 +88,10 @@ std::vector<std::vector<int>> axis_groups(const GridShape& shape, Axis axis);
 /// Checks that `shape` covers exactly `world` ranks; one error naming the shape otherwise.
 void check_grid(const GridShape& shape, int world);
 
-/// This rank's three groups. Built collectively: every rank of the world constructs it with
-/// the same shape, and every rank creates every group of every axis (TP's, then DP's, then
-/// PP's, each ordered by smallest rank), keeping the three it belongs to.
+/// This rank's groups. Built collectively: every rank of the world constructs it with the
+/// same shape, and every rank creates every group of every axis (TP's, then DP's, then
+/// PP's, then CP's, each ordered by smallest rank), keeping the four it belongs to; where
+/// CP is above 1, then also the data groups (see data_group()).
 class ProcessGrid {
  public:
   /// Creates the groups over the world (dist::new_group, backend "mpi" on the CPU unless
@@ -100,20 +110,26 @@ class ProcessGrid {
   dist::ProcessGroup& group(Axis axis) const;
   /// The world ranks of this rank's group along `axis`.
   const std::vector<int>& members(Axis axis) const;
+  /// The ranks that hold the same parameters as this one (the same tp and pp): every CP
+  /// rank of every replica, CP · DP ranks, over which the gradients are averaged (each CP
+  /// rank's gradient covers its tokens only). The DP group where CP is 1.
+  dist::ProcessGroup& data_group() const;
   /// The pipeline neighbour before this rank (same dp and tp, stage pp - 1), as a rank of
   /// the PP group; -1 on the first stage.
   int prev_stage() const { return coords_.pp > 0 ? coords_.pp - 1 : -1; }
   /// The neighbour after this rank (stage pp + 1) in the PP group; -1 on the last stage.
   int next_stage() const { return coords_.pp + 1 < shape_.pp ? coords_.pp + 1 : -1; }
-  /// Collectives issued so far on this rank's TP, DP and PP groups together.
+  /// Collectives issued so far on this rank's groups together (TP, DP, PP, CP and the
+  /// data group).
   std::int64_t collectives_issued() const;
 
  private:
   GridShape shape_;
   GridCoords coords_;
   int rank_ = 0;
-  std::shared_ptr<dist::ProcessGroup> groups_[3];
-  std::vector<int> members_[3];
+  std::shared_ptr<dist::ProcessGroup> groups_[4];
+  std::vector<int> members_[4];
+  std::shared_ptr<dist::ProcessGroup> data_group_;  // only where CP > 1
 };
 
 }  // namespace mgpu::parallel::grid
