@@ -20,7 +20,7 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 #include "mgpu/parallel/grid/grid.h"
-#include "mgpu/parallel/pp/gpt_pipeline.h"
+#include "mgpu/parallel/gpt/parallel_gpt.h"
 #include "mgpu/parallel/tp/parallel_block.h"
 
 namespace layouts_test {
@@ -28,6 +28,7 @@ namespace layouts_test {
 using namespace mgpu;
 using namespace mgpu::testing;
 namespace grid = mgpu::parallel::grid;
+namespace gpt = mgpu::parallel::gpt;
 namespace pp = mgpu::parallel::pp;
 namespace tpar = mgpu::parallel::tp;
 
@@ -140,7 +141,12 @@ inline void check_layout(const Layout& layout, const Device& device = Device::cp
   auto full = tiny_gpt(blocks);
   auto source = tiny_gpt(blocks);
   source->to(device);
-  pp::GptPipeline model(*source, g, pp::PipelineOptions{layout.schedule, layout.v, m});
+  gpt::GptPlan plan;  // lesson 15's: the embedding whole, the head split over TP
+  plan.shape = layout.shape;
+  plan.schedule = layout.schedule;
+  plan.virtual_stages = layout.v;
+  plan.micro_batches = m;
+  gpt::ParallelGpt model(*source, plan, g);
   // SGD with momentum: its update is linear in the gradients, so the weights stay as close
   // as they are (AdamW divides by sqrt(v) and turns a gradient that is zero up to rounding,
   // such as the key bias's, into a full step of either sign).
@@ -151,7 +157,7 @@ inline void check_layout(const Layout& layout, const Device& device = Device::cp
   for (int s = 0; s < kSteps; ++s) {
     INFO("step " << s);
     const auto [ids, targets] = batch(s * D + g.coords().dp, m * kMicroRows);
-    const pp::PipelineStepReport rep = model.train_step(ids.to(device), targets.to(device));
+    const gpt::StepReport rep = model.train_step(ids.to(device), targets.to(device));
     full->zero_grad();
     double ref = 0;
     for (int d = 0; d < D; ++d) {

@@ -124,8 +124,10 @@ ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, con
     MGPU_CHECK(groups_[i] != nullptr, "ProcessGrid: rank ", rank_, " is in no ", axis_name(axis),
                " group of ", shape.str());
   }
-  // The data groups (CP x DP): a group of their own only where both extents are above 1.
-  if (shape.cp > 1 && shape.dp > 1)
+  // The data groups (CP x DP): a group of their own wherever CP is above 1 (even when DP is
+  // 1 and it holds the CP group's ranks), so that its collectives are counted apart from
+  // the attention's.
+  if (shape.cp > 1)
     for (const std::vector<int>& members : data_groups(shape))
       if (auto g = dist::new_group(members, backend, device, quiet)) data_group_ = std::move(g);
 }
@@ -133,8 +135,7 @@ ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, con
 dist::ProcessGroup& ProcessGrid::group(Axis axis) const { return *groups_[axis_index(axis)]; }
 
 dist::ProcessGroup& ProcessGrid::data_group() const {
-  if (data_group_) return *data_group_;
-  return shape_.cp > 1 ? group(Axis::cp) : group(Axis::dp);
+  return data_group_ ? *data_group_ : group(Axis::dp);
 }
 
 const std::vector<int>& ProcessGrid::members(Axis axis) const { return members_[axis_index(axis)]; }

@@ -102,7 +102,8 @@ std::shared_ptr<nn::Module> RowShardLinear::clone() const {
 
 // ---- ParallelSelfAttention ---------------------------------------------------------------------
 
-ParallelSelfAttention::ParallelSelfAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group) {
+ParallelSelfAttention::ParallelSelfAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group)
+    : core_(std::make_shared<LocalAttentionCore>()) {
   const int P = group.size();
   nn::Linear& c_attn = linear_child(full, 0);
   nn::Linear& c_proj = linear_child(full, 1);
@@ -124,6 +125,12 @@ std::string ParallelSelfAttention::describe() const {
   return os.str();
 }
 
+void ParallelSelfAttention::set_core(std::shared_ptr<AttentionCore> core) {
+  MGPU_CHECK(core != nullptr, describe(), ": set_core(nullptr)");
+  MGPU_CHECK(saved_forwards() == 0, describe(), ": set_core between a forward and its backward");
+  core_ = std::move(core);
+}
+
 Tensor ParallelSelfAttention::forward(const Tensor& x) {
   MGPU_CHECK(x.ndim() == 3 && x.size(2) == embd_, describe(), ": input ", x.str());
   const std::int64_t B = x.size(0), T = regather_ ? x.size(1) * regather_->size() : x.size(1);
@@ -131,10 +138,8 @@ Tensor ParallelSelfAttention::forward(const Tensor& x) {
   const Tensor qkv = regather_ ? regathered_forward(linear_child(*this, 0), x, *regather_)
                                : child_at(0)->forward(x.reshape({B * T, embd_}));
   const auto [q, k, v] = nn::split_heads(qkv, B, T, H, D);
-  Tensor probs;
-  const Tensor y = nn::causal_attention(q, k, v, is_training() ? &probs : nullptr);
-  const Tensor merged = nn::merge_heads(y, B, T, H, D);
-  if (is_training()) saved_.push(describe(), Saved{q, k, v, probs, regather_ ? x : Tensor(), B, T});
+  const Tensor merged = nn::merge_heads(core_->forward(q, k, v, is_training()), B, T, H, D);
+  if (is_training()) saved_.push(describe(), Saved{regather_ ? x : Tensor(), B, T});
   return child_at(1)->forward(merged).reshape({B, T, embd_});
 }
 
@@ -142,8 +147,7 @@ Tensor ParallelSelfAttention::backward(const Tensor& grad_out) {
   Saved s = saved_.pop(describe());
   const std::int64_t B = s.batch, T = s.time, H = heads_, D = head_dim_;
   const Tensor d_merged = child_at(1)->backward(grad_out.reshape({B * T, embd_}));
-  const Tensor dy = nn::merge_heads_backward(d_merged, B, T, H, D);
-  const nn::AttentionGrads g = nn::causal_attention_backward(dy, s.q, s.k, s.v, s.probs);
+  const nn::AttentionGrads g = core_->backward(nn::merge_heads_backward(d_merged, B, T, H, D));
   const Tensor d_qkv = nn::split_heads_backward(g, B, T, H, D, grad_out.dtype());
   const Tensor dx = s.x_r.defined() ? regathered_backward(linear_child(*this, 0), s.x_r, d_qkv, *regather_)
                                     : child_at(0)->backward(d_qkv);
@@ -152,6 +156,7 @@ Tensor ParallelSelfAttention::backward(const Tensor& grad_out) {
 
 std::shared_ptr<nn::Module> ParallelSelfAttention::clone() const {
   auto copy = std::shared_ptr<ParallelSelfAttention>(new ParallelSelfAttention(*this));
+  copy->core_ = core_->clone();
   copy->clear_saved();
   return copy;
 }
@@ -242,7 +247,7 @@ Tensor ParallelBlock::branch_forward(std::size_t i, RowShardLinear& proj, const 
   if (sp_) {
     out = reduce_scatter_sequence(partial, *group_);
   } else {
-    group_->all_reduce(partial, dist::ReduceOp::sum).wait();  // g
+    if (group_->size() > 1) group_->all_reduce(partial, dist::ReduceOp::sum).wait();  // g
     out = partial;
   }
   Tensor rows = out.reshape({out.numel() / out.size(2), out.size(2)});
@@ -260,7 +265,7 @@ Tensor ParallelBlock::branch_backward(std::size_t i, RowShardLinear& proj, const
   if (sp_) {
     d_normed = reduce_scatter_sequence(d_in, *group_);
   } else {
-    group_->all_reduce(d_in, dist::ReduceOp::sum).wait();  // f's backward
+    if (group_->size() > 1) group_->all_reduce(d_in, dist::ReduceOp::sum).wait();  // f's backward
     d_normed = d_in;
   }
   Tensor dx = grad_out.clone();
@@ -288,6 +293,17 @@ void ParallelBlock::set_regather_in_backward(bool on) {
   regather_ = on;
   static_cast<ParallelSelfAttention&>(*child_at(1)).set_regather(on ? group_ : nullptr);
   static_cast<ParallelMLP&>(*child_at(3)).set_regather(on ? group_ : nullptr);
+}
+
+void ParallelBlock::set_attention_core(std::shared_ptr<AttentionCore> core) {
+  MGPU_CHECK(!sp_ || dynamic_cast<LocalAttentionCore*>(core.get()) != nullptr, describe(),
+             ": sequence parallelism gathers the whole sequence for attention; a core over a "
+             "context-parallel group does not combine with it");
+  static_cast<ParallelSelfAttention&>(*child_at(1)).set_core(std::move(core));
+}
+
+AttentionCore& ParallelBlock::attention_core() const {
+  return static_cast<ParallelSelfAttention&>(*children().at(1).second).core();
 }
 
 std::vector<std::string> ParallelBlock::replicated_parameter_names() {

@@ -112,7 +112,8 @@ class ProcessGrid {
   const std::vector<int>& members(Axis axis) const;
   /// The ranks that hold the same parameters as this one (the same tp and pp): every CP
   /// rank of every replica, CP · DP ranks, over which the gradients are averaged (each CP
-  /// rank's gradient covers its tokens only). The DP group where CP is 1.
+  /// rank's gradient covers its tokens only). A group of its own where CP is above 1 (even
+  /// with the CP group's members), the DP group where CP is 1.
   dist::ProcessGroup& data_group() const;
   /// The pipeline neighbour before this rank (same dp and tp, stage pp - 1), as a rank of
   /// the PP group; -1 on the first stage.
@@ -129,7 +130,7 @@ class ProcessGrid {
   int rank_ = 0;
   std::shared_ptr<dist::ProcessGroup> groups_[4];
   std::vector<int> members_[4];
-  std::shared_ptr<dist::ProcessGroup> data_group_;  // only where CP > 1
+  std::shared_ptr<dist::ProcessGroup> data_group_;  // only where CP > 1 (else the DP group)
 };
 
 }  // namespace mgpu::parallel::grid

@@ -34,6 +34,7 @@
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/gpt.h"
 #include "mgpu/nn/module.h"
+#include "mgpu/parallel/attention_core.h"
 #include "mgpu/parallel/tp/tensor_parallel.h"
 #include "mgpu/tensor.h"
 
@@ -86,7 +87,10 @@ class RowShardLinear : public nn::Module {
 /// This rank's heads of a CausalSelfAttention: children "c_attn" (Linear(C, 3·C/P), the
 /// q, k and v rows of its heads) and "c_proj" (RowShardLinear over the same C/P features).
 /// Input [B, T, C] (whole), output [B, T, C]: a partial sum, before the group's sum and the
-/// bias. No communication. Throws when P does not divide the head count.
+/// bias. No communication of its own; its attention core (attention_core.h) runs q, k and v
+/// of its heads: lesson 12's over the positions given, unless set_core() gives another
+/// (lesson 14's ring over a context-parallel group). Throws when P does not divide the head
+/// count.
 class ParallelSelfAttention : public nn::Module {
  public:
   /// Cuts `full` for rank group.rank() of group.size().
@@ -107,22 +111,30 @@ class ParallelSelfAttention : public nn::Module {
   /// and returns the gradient of the gathered input, [B, T, C]. nullptr (the default):
   /// forward takes the whole [B, T, C] and c_attn keeps it. Set it between steps only.
   void set_regather(dist::ProcessGroup* group) { regather_ = group; }
+  /// The attention core q, k and v of its heads go through (a LocalAttentionCore unless
+  /// set). Set it between steps only.
+  void set_core(std::shared_ptr<AttentionCore> core);
+  /// See set_core().
+  AttentionCore& core() const { return *core_; }
 
  protected:
-  /// Copies everything (clone() then drops the saved contexts).
+  /// Copies everything (clone() then gives the copy a core of its own, keeping nothing).
   ParallelSelfAttention(const ParallelSelfAttention&) = default;
-  void clear_saved_self() override { saved_.clear(); }
+  void clear_saved_self() override {
+    saved_.clear();
+    core_->clear_saved();
+  }
   std::size_t saved_self() const override { return saved_.size(); }
 
  private:
   struct Saved {
-    Tensor q, k, v, probs;
     Tensor x_r;  // this rank's tokens of the input, under the re-gather only
     std::int64_t batch = 0, time = 0;
   };
   std::int64_t embd_ = 0, heads_ = 0, head_dim_ = 0;
   ShardRange heads_range_;
   dist::ProcessGroup* regather_ = nullptr;
+  std::shared_ptr<AttentionCore> core_;
   nn::SavedContexts<Saved> saved_;
 };
 
@@ -156,9 +168,11 @@ class ParallelMLP : public nn::Module {
 /// A GPT block over a tensor-parallel group: children "ln_1" (replicated), "attn"
 /// (ParallelSelfAttention), "ln_2" (replicated), "mlp" (ParallelMLP), named as the full
 /// block's. Without SP: input and output [B, T, C], whole on every rank; 2 all-reduces of
-/// B·T·C values in the forward and 2 in the backward. With SP: input and output
-/// [B, T/P, C], this rank's tokens (P must divide T); 2 all-gathers and 2 reduce-scatters
-/// of B·T·C values (the gathered side) each way.
+/// B·T·C values in the forward and 2 in the backward (none over a group of one rank). With
+/// SP: input and output [B, T/P, C], this rank's tokens (P must divide T); 2 all-gathers and
+/// 2 reduce-scatters of B·T·C values (the gathered side) each way. The attention's core is
+/// attn's (ParallelSelfAttention::set_core): with lesson 14's ring core and a TP group of
+/// one rank, this is a context-parallel block whose only communication is the ring's.
 class ParallelBlock : public nn::Module {
  public:
   /// Cuts `full` for rank group.rank() of group.size(); `group` must outlive the block.
@@ -182,6 +196,10 @@ class ParallelBlock : public nn::Module {
   void set_regather_in_backward(bool on);
   /// Whether the column products' inputs are gathered again in the backward.
   bool regather_in_backward() const { return regather_; }
+  /// attn's attention core (ParallelSelfAttention::set_core).
+  void set_attention_core(std::shared_ptr<AttentionCore> core);
+  /// See set_attention_core().
+  AttentionCore& attention_core() const;
 
  protected:
   /// Copies everything (clone() then drops the saved contexts).

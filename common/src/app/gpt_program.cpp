@@ -1,0 +1,93 @@
+// The GPT programs' shared flags, corpus, unsplit model and --check (see gpt_program.h).
+#include "mgpu/app/gpt_program.h"
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+
+#include "mgpu/nn/init.h"
+#include "mgpu/ops.h"
+
+namespace mgpu::app {
+
+void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string& batch_help,
+                           const std::string& seq_help) {
+  cli.add_option("--data", f.data, "synthetic, shakespeare or a text file")->capture_default_str();
+  cli.add_option("--steps", f.steps, "optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--batch-size", f.batch, batch_help)->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--seq", f.seq, seq_help)->check(CLI::PositiveNumber)->capture_default_str();
+  cli.add_option("--lr", f.lr, "AdamW's learning rate")->capture_default_str();
+  cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
+  cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
+  cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+}
+
+data::TextCorpus open_gpt_corpus(const GptProgramFlags& f) {
+  if (f.data == "synthetic") return data::TextCorpus::synthetic(200000, f.seed);
+  if (f.data == "shakespeare") return data::TextCorpus::load(data::TextCorpus::kDefaultPath);
+  return data::TextCorpus::load(f.data);
+}
+
+std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus) {
+  nn::GPTConfig config = nn::GPTConfig::tiny(corpus.tokenizer.vocab_size());
+  config.block_size = std::max(config.block_size, f.seq);  // a long context: a longer position table
+  nn::manual_seed(f.seed);
+  auto full = std::make_unique<nn::GPT>(config);
+  full->to(f.value_dtype());
+  return full;
+}
+
+OneProcessCheck::OneProcessCheck(nn::GPT& full, const optim::AdamWOptions& options, bool on)
+    : full_(&full), on_(on) {
+  if (on_) optimizer_ = std::make_unique<optim::AdamW>(full.parameters(), options);
+}
+
+double OneProcessCheck::step(const std::vector<data::TextBatch>& batches, double loss) {
+  if (!on_) return 0.0;
+  // The unsplit model on all the replicas' batches, their gradients averaged.
+  full_->zero_grad();
+  const double n = static_cast<double>(batches.size());
+  double ref = 0.0;
+  for (const data::TextBatch& b : batches) ref += nn::gpt_loss_step(*full_, b.inputs, b.targets) / n;
+  if (batches.size() > 1)
+    for (nn::Parameter* p : full_->parameters()) scale_(p->grad, 1.0 / n);
+  optimizer_->step();
+  last_ = ref;
+  worst_ = std::max(worst_, std::abs(loss - ref));
+  return ref;
+}
+
+double OneProcessCheck::step(const data::TextLoader& loader, std::int64_t first, int count, double loss) {
+  std::vector<data::TextBatch> batches;
+  for (int i = 0; i < count && on_; ++i) batches.push_back(loader.batch(first + i));
+  return step(batches, loss);
+}
+
+std::string ddp_buckets_line(const std::string& label, const std::vector<std::size_t>& bytes) {
+  std::string line = "DDP over " + label + ": " + std::to_string(bytes.size()) + " bucket(s):";
+  char size[32];
+  for (std::size_t b : bytes) {
+    std::snprintf(size, sizeof size, " %.3f MiB", static_cast<double>(b) / (1024.0 * 1024.0));
+    line += size;
+  }
+  return line;
+}
+
+std::string OneProcessCheck::step_text(double loss) const {
+  if (!on_) return "";
+  char text[96];
+  std::snprintf(text, sizeof text, " one process %.6f |diff| %.2e", last_, std::abs(loss - last_));
+  return text;
+}
+
+std::string OneProcessCheck::final_line(double loss) const {
+  char text[128];
+  if (on_)
+    std::snprintf(text, sizeof text, "final: loss %.6f one process %.6f largest |diff| %.2e", loss,
+                  last_, worst_);
+  else
+    std::snprintf(text, sizeof text, "final: loss %.6f", loss);
+  return text;
+}
+
+}  // namespace mgpu::app

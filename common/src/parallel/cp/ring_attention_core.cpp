@@ -1,0 +1,66 @@
+// The context-parallel attention core: ring attention (tasks 3 and 4 of lesson 14) or the
+// all-gather baseline, with what lesson 14's program measures of it.
+#include "mgpu/parallel/cp/ring_attention_core.h"
+
+#include <time.h>
+
+#include <algorithm>
+
+#include "mgpu/allocator.h"
+
+namespace mgpu::parallel::cp {
+namespace {
+
+// CPU seconds of the calling thread: unlike the wall clock, not stretched by other
+// processes sharing the cores.
+double thread_cpu_s() {
+  timespec ts{};
+  clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
+  return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+}  // namespace
+
+RingAttentionCore::RingAttentionCore(dist::ProcessGroup& group, Split split, bool allgather)
+    : group_(&group), split_(split), allgather_(allgather) {}
+
+std::string RingAttentionCore::describe() const {
+  return std::string(allgather_ ? "all-gather K/V" : "ring") + " attention over " +
+         std::to_string(group_->size()) + " rank(s), " + split_name(split_);
+}
+
+Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, bool training) {
+  // The core's own peak: what it allocates beyond its inputs while it runs (blocks in
+  // flight, or the gathered K and V), its result included. Measuring it resets the
+  // process's peak, so the peak found before is carried.
+  const Device dev = q.device();
+  stats_.carried_peak = std::max(stats_.carried_peak, memory_stats(dev).peak_allocated);
+  const std::size_t before = memory_stats(dev).allocated;
+  reset_peak_memory(dev);
+  const double c0 = thread_cpu_s();
+  CpForward f = allgather_ ? allgather_attention_forward(q, k, v, split_, true, *group_)
+                           : ring_attention_forward(q, k, v, split_, true, *group_);
+  stats_.cpu_s += thread_cpu_s() - c0;
+  stats_.peak = std::max(stats_.peak, memory_stats(dev).peak_allocated - before);
+  stats_.work = f.work;
+  Tensor y = std::move(f.out);
+  f.out = Tensor();
+  if (training) saved_.push(describe(), Saved{q, k, v, std::move(f)});
+  return y;
+}
+
+nn::AttentionGrads RingAttentionCore::backward(const Tensor& grad_y) {
+  const Saved s = saved_.pop(describe());
+  const double c0 = thread_cpu_s();
+  nn::AttentionGrads g =
+      allgather_ ? allgather_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_)
+                 : ring_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_);
+  stats_.cpu_s += thread_cpu_s() - c0;
+  return g;
+}
+
+std::shared_ptr<AttentionCore> RingAttentionCore::clone() const {
+  return std::make_shared<RingAttentionCore>(*group_, split_, allgather_);
+}
+
+}  // namespace mgpu::parallel::cp

@@ -1,0 +1,72 @@
+// A plan's description, its checks, and the chapters' formula for what the blocks keep.
+#include "mgpu/parallel/gpt/gpt_plan.h"
+
+#include <sstream>
+
+#include "mgpu/error.h"
+
+namespace mgpu::parallel::gpt {
+
+std::string GptPlan::str() const {
+  std::ostringstream os;
+  os << shape.str();
+  if (shape.tp > 1 || sequence_parallel)
+    os << (regather ? ", TP with SP (re-gather)" : sequence_parallel ? ", TP with SP" : "");
+  if (attention != Attention::local)
+    os << ", CP " << cp::split_name(split) << (attention == Attention::allgather ? " all-gather K/V" : " ring");
+  if (shape.pp > 1 || micro_batches > 1)
+    os << ", " << pp::schedule_name(schedule) << ", " << virtual_stages << " chunk(s) per rank, "
+       << micro_batches << " micro-batch(es)";
+  os << ", embedding " << (embedding == Vocab::split ? "split" : "replicated") << ", head "
+     << (head == Vocab::split ? "split" : "replicated") << ", gradients averaged "
+     << (grad_sync == GradSync::ddp ? "by DDP" : "after the backward");
+  return os.str();
+}
+
+void GptPlan::check(const nn::GPTConfig& config) const {
+  const grid::GridShape& s = shape;
+  MGPU_CHECK(s.dp >= 1 && s.tp >= 1 && s.pp >= 1 && s.cp >= 1, "plan ", s.str(),
+             ": every extent must be 1 or more");
+  MGPU_CHECK(virtual_stages >= 1 && micro_batches >= 1, "plan: ", virtual_stages,
+             " virtual stage(s) and ", micro_batches, " micro-batch(es): need at least 1 of each");
+  MGPU_CHECK(!regather || sequence_parallel, "plan: the re-gather keeps the sequence-parallel "
+             "inputs cut; it needs sequence parallelism (--sp)");
+  MGPU_CHECK(s.cp == 1 || attention != Attention::local, "plan: CP ", s.cp, " cuts every sequence "
+             "over its ranks; attention then needs the ring (or the all-gather baseline), not the "
+             "local core");
+  MGPU_CHECK(!sequence_parallel || attention == Attention::local, "plan: sequence parallelism "
+             "gathers the whole sequence for attention over the TP group; it does not combine "
+             "with a context-parallel core (CP ", s.cp, ")");
+  MGPU_CHECK(grad_sync != GradSync::ddp || (s.pp == 1 && virtual_stages == 1 && micro_batches == 1),
+             "plan: DDP averages the gradients while one backward runs; with a pipeline or "
+             "micro-batches (PP ", s.pp, ", ", virtual_stages, " chunk(s), ", micro_batches,
+             " micro-batch(es)) average them after the backward instead");
+  MGPU_CHECK(!(embedding == Vocab::split && head == Vocab::replicated),
+             "plan: a replicated head reads the whole token table, which a split embedding "
+             "does not hold; split the head too, or replicate the embedding");
+  MGPU_CHECK(static_cast<std::int64_t>(s.pp) * virtual_stages <= config.n_layer, "plan: ",
+             s.pp, " pipeline stage(s) x ", virtual_stages, " chunk(s) is more virtual stages "
+             "than the ", config.n_layer, " blocks; every stage needs a block");
+  MGPU_CHECK(virtual_stages == 1 || schedule == pp::ScheduleKind::interleaved, "plan: ",
+             virtual_stages, " chunks per rank need the interleaved schedule (--schedule interleaved)");
+}
+
+double kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config, std::int64_t B,
+                          std::int64_t T, std::int64_t blocks, std::size_t value_bytes) {
+  const double N = static_cast<double>(B * T), C = static_cast<double>(config.n_embd),
+               H = static_cast<double>(config.n_head), P = plan.shape.tp,
+               att = static_cast<double>(B) * H * static_cast<double>(T) * static_cast<double>(T);
+  const double bytes = static_cast<double>(value_bytes);
+  if (plan.attention != Attention::local) {
+    MGPU_CHECK(plan.shape.tp == 1, "kept_bytes_formula: not derived for a CP core with TP");
+    const double Tr = static_cast<double>(T) / plan.shape.cp, Nr = static_cast<double>(B) * Tr;
+    const double per_block = (15 * Nr * C + 4 * Nr) * bytes + (Nr * C + static_cast<double>(B) * H * Tr) * 8.0;
+    return per_block * static_cast<double>(blocks);
+  }
+  const double per_block = plan.regather            ? (15 * N * C + 4 * N + att) / P
+                           : plan.sequence_parallel ? 2 * N * C + (13 * N * C + 4 * N + att) / P
+                                                    : 3 * N * C + 4 * N + (12 * N * C + att) / P;
+  return per_block * static_cast<double>(blocks) * bytes;
+}
+
+}  // namespace mgpu::parallel::gpt

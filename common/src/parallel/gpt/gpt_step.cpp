@@ -1,0 +1,207 @@
+// A ParallelGpt's training step: one stage under DDP (forward, loss, backward, the buckets
+// averaged while it runs), or the pipeline's schedule with send/recv between the stages and
+// the gradients averaged after it.
+#include <algorithm>
+#include <chrono>
+#include <string>
+
+#include "mgpu/allocator.h"
+#include "mgpu/error.h"
+#include "mgpu/ops.h"
+#include "mgpu/parallel/tp/parallel_block.h"
+#include "parallel_gpt_impl.h"
+
+namespace mgpu::parallel::gpt {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// Collectives issued so far on each of the grid's groups.
+GroupCounts counts(const ParallelGpt::Impl& I) {
+  return {I.tp_group().collectives_issued(), I.cp_group().collectives_issued(),
+          I.dp_group().collectives_issued(), I.pp_group().collectives_issued(),
+          I.data_group().collectives_issued()};
+}
+
+GroupCounts since(const GroupCounts& now, const GroupCounts& before) {
+  return {now.tp - before.tp, now.cp - before.cp, now.dp - before.dp, now.pp - before.pp,
+          now.data - before.data};
+}
+
+// The process's peak above `base`, the attention cores' carried peaks included (a core
+// resets the peak to measure its own).
+std::size_t step_peak(const ParallelGpt::Impl& I, const Device& device, std::size_t base) {
+  std::size_t peak = memory_stats(device).peak_allocated;
+  for (const auto& core : I.cores) peak = std::max(peak, core->stats().carried_peak);
+  return peak - base;
+}
+
+// Sums `loss` over `group` after dividing it by the group's size: the mean over its ranks.
+double mean_over(dist::ProcessGroup& group, double loss) {
+  if (group.size() == 1) return loss;
+  Tensor l = Tensor::from_vector(std::vector<double>{loss / group.size()}, {1});
+  group.all_reduce(l, dist::ReduceOp::sum).wait();
+  return l.to_vector<double>()[0];
+}
+
+}  // namespace
+
+StepReport ParallelGpt::Impl::ddp_step(const Tensor& ids, const Tensor& targets) {
+  StepReport report;
+  const Tensor ids_r = local_columns(ids), targets_r = local_columns(targets);
+  const Device device = ids.device();
+  parts->zero_grad();
+  reset_peak_memory(device);
+  for (auto& core : cores) core->reset_carried_peak();
+  const std::size_t base = memory_stats(device).allocated;
+  const GroupCounts before = counts(*this);
+  const std::int64_t all_before = grid->collectives_issued();
+  const auto start = Clock::now();
+  nn::Module& trained = ddp ? static_cast<nn::Module&>(*ddp) : static_cast<nn::Module&>(*parts);
+  const Tensor logits = trained.forward(ids_r);  // this rank's logits (its columns if split)
+  report.logits_bytes = logits.nbytes();
+  double local = loss(0, logits, targets_r);
+  trained.backward(head_saved.at(0).grad);  // under DDP: averaged over the data group
+  report.backward_peak_bytes = step_peak(*this, device, base);
+  reduce_replicated_grads();
+  // The mean over every token: each rank's mean over its tokens weighs 1/(CP·DP), DDP's
+  // average over the data group.
+  report.loss = mean_over(data_group(), local);
+  report.kept_bytes = kept;
+  report.by_group = since(counts(*this), before);
+  report.collectives = grid->collectives_issued() - all_before;
+  report.peak_bytes = step_peak(*this, device, base);
+  report.busy_s = report.span_s = std::chrono::duration<double>(Clock::now() - start).count();
+  return report;
+}
+
+StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& targets) {
+  const std::int64_t b = ids.size(0) / m;
+  const Tensor ids_r = local_columns(ids), targets_r = local_columns(targets);
+  const std::int64_t T_act = activation_T(ids_r.size(1));
+  const DType dtype = parts->parameters().front()->value.dtype();
+  const Device device = ids.device();
+  StepReport report;
+  parts->zero_grad();
+  reset_peak_memory(device);
+  for (auto& core : cores) core->reset_carried_peak();
+  const std::size_t base = memory_stats(device).allocated;
+  const GroupCounts before = counts(*this);
+  const std::int64_t all_before = grid->collectives_issued();
+  kept = 0;
+  dist::ProcessGroup& pp = pp_group();
+  auto tag = [&](pp::Pass pass, int micro, int dest_stage) {
+    return ((pass == pp::Pass::forward ? 0 : 1) * m + micro) * S + dest_stage;
+  };
+  std::vector<std::pair<dist::Work, Tensor>> sends;  // kept alive until the step's end
+  auto send = [&](const Tensor& t, int dest_stage, pp::Pass pass, int micro) {
+    const int peer = dest_stage % p, tg = tag(pass, micro, dest_stage);
+    if (peer == pp_rank) {  // a message to this same rank (p = 1 with v > 1) stays local
+      local_mail[tg] = t;
+      return;
+    }
+    sends.emplace_back(pp.send(t, peer, tg), t);
+    report.messages += 1;
+    report.message_bytes += static_cast<std::int64_t>(t.numel() * dtype_size(t.dtype()));
+  };
+  auto receive = [&](int my_stage, int from_stage, pp::Pass pass, int micro) {
+    const int peer = from_stage % p, tg = tag(pass, micro, my_stage);
+    if (peer == pp_rank) {
+      auto it = local_mail.find(tg);
+      MGPU_CHECK(it != local_mail.end(), "ParallelGpt: rank ", pp_rank, " waits for its own ",
+                 pass == pp::Pass::forward ? "activation" : "gradient", " of micro-batch ", micro,
+                 " that it has not made yet (the schedule runs it too early)");
+      Tensor t = it->second;
+      local_mail.erase(it);
+      return t;
+    }
+    Tensor t = Tensor::empty({b, T_act, C}, dtype, device);
+    pp.recv(t, peer, tg).wait();
+    return t;
+  };
+  const auto step_start = Clock::now();
+  auto at = [&](Clock::time_point t) { return std::chrono::duration<double>(t - step_start).count(); };
+  double loss_sum = 0;
+  for (const pp::PipeOp& op : order) {
+    const int s = pp::virtual_stage(p, pp_rank, op.chunk);
+    nn::ContextScope scope(op.micro);
+    auto micro_rows = [&](const Tensor& t) { return t.slice(op.micro * b, (op.micro + 1) * b).clone(); };
+    Tensor x;
+    Clock::time_point start;
+    if (op.pass == pp::Pass::forward) {
+      if (s == 0) {
+        start = Clock::now();
+        x = embed(micro_rows(ids_r));
+      } else {
+        x = receive(s, s - 1, pp::Pass::forward, op.micro);
+        start = Clock::now();
+      }
+      measure_kept = op.micro == 0;
+      x = chunk_forward(op.chunk, x);
+      measure_kept = false;
+      if (s == S - 1) {
+        const Tensor logits = head_forward(op.micro, x);
+        report.logits_bytes = logits.nbytes();
+        loss_sum += loss(op.micro, logits, micro_rows(targets_r));
+      }
+      report.ops.push_back({op, at(start), at(Clock::now())});
+      if (s != S - 1) send(x, s + 1, pp::Pass::forward, op.micro);
+    } else {
+      if (s == S - 1) {
+        start = Clock::now();
+        x = head_backward(op.micro, Tensor());
+      } else {
+        x = receive(s, s + 1, pp::Pass::backward, op.micro);
+        start = Clock::now();
+      }
+      x = chunk_backward(op.chunk, x);
+      if (s == 0) embed_backward(x);
+      report.ops.push_back({op, at(start), at(Clock::now())});
+      if (s != 0) send(x, s - 1, pp::Pass::backward, op.micro);
+    }
+  }
+  for (auto& [work, t] : sends) work.wait();
+  for (const OpTime& o : report.ops) report.busy_s += o.end_s - o.start_s;
+  report.span_s = report.ops.empty() ? 0.0 : report.ops.back().end_s;
+  report.backward_peak_bytes = step_peak(*this, device, base);
+  // The tied table: the first stage's lookup gradient plus the last stage's head gradient,
+  // the sum sent back, so both copies take the same update.
+  if (p > 1 && (first || last)) {
+    const int tied_tag = 32767;
+    if (last) {
+      Tensor& g = head->parameter("weight").grad;
+      pp.send(g, 0, tied_tag).wait();
+      pp.recv(g, 0, tied_tag).wait();
+    } else {
+      Tensor& g = wte->parameter("weight").grad;
+      Tensor other = Tensor::empty(g.shape(), g.dtype(), g.device());
+      pp.recv(other, p - 1, tied_tag).wait();
+      add_(g, other);
+      pp.send(g, p - 1, tied_tag).wait();
+    }
+    const Tensor& g = (last ? head : wte)->parameter("weight").grad;
+    report.messages += 1;
+    report.message_bytes += static_cast<std::int64_t>(g.numel() * dtype_size(dtype));
+  }
+  // The loss lives on the last stage: one broadcast over the pipeline, then the mean over
+  // the data group, whose gradients are averaged in one all-reduce of their concatenation.
+  Tensor loss = Tensor::from_vector(std::vector<double>{loss_sum / m}, {1});
+  if (p > 1) pp.broadcast(loss, p - 1).wait();
+  dist::ProcessGroup& data = data_group();
+  if (data.size() > 1) {
+    std::vector<std::string> names;
+    for (const auto& [name, param] : parts->named_parameters()) names.push_back(name);
+    tp::all_reduce_replicated_grads(*parts, names, data);  // one all-reduce
+    for (nn::Parameter* param : parts->parameters()) scale_(param->grad, 1.0 / data.size());
+    data.all_reduce(loss, dist::ReduceOp::avg).wait();
+  }
+  reduce_replicated_grads();
+  report.loss = loss.to_vector<double>()[0];
+  report.kept_bytes = kept;
+  report.by_group = since(counts(*this), before);
+  report.collectives = grid->collectives_issued() - all_before;
+  report.peak_bytes = step_peak(*this, device, base);
+  return report;
+}
+
+}  // namespace mgpu::parallel::gpt

@@ -1,0 +1,345 @@
+// A plan applied to nn::GPT: this rank's parts (the embeddings, its chunks of blocks, the
+// final LayerNorm and the tied head) and the pieces of a step that run them.
+#include "mgpu/parallel/gpt/parallel_gpt.h"
+
+#include <algorithm>
+
+#include "mgpu/copy.h"
+#include "mgpu/error.h"
+#include "mgpu/ops.h"
+#include "mgpu/parallel/tp/parallel_block.h"
+#include "parallel_gpt_impl.h"
+
+namespace mgpu::parallel::gpt {
+
+tp::ShardRange stage_blocks(std::int64_t n_layer, int stages, int stage) {
+  MGPU_CHECK(stages >= 1 && n_layer >= stages, "the pipeline cuts ", n_layer, " block(s) into ",
+             stages, " virtual stage(s) (PP x virtual): every stage needs a block");
+  return tp::shard_range(n_layer, stages, stage);
+}
+
+// ---- construction ---------------------------------------------------------------------------
+
+namespace {
+
+// One block of the full model as this rank holds it.
+std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
+                                       const grid::ProcessGrid& g,
+                                       std::vector<std::shared_ptr<cp::RingAttentionCore>>& cores) {
+  const grid::GridShape& s = plan.shape;
+  if (s.tp == 1 && plan.attention == Attention::local && !plan.sequence_parallel) return full.clone();
+  auto block = std::make_shared<tp::ParallelBlock>(static_cast<nn::Block&>(full),
+                                                   g.group(grid::Axis::tp), plan.sequence_parallel);
+  if (plan.regather) block->set_regather_in_backward(true);
+  if (plan.attention != Attention::local) {
+    auto core = std::make_shared<cp::RingAttentionCore>(g.group(grid::Axis::cp), plan.split,
+                                                        plan.attention == Attention::allgather);
+    block->set_attention_core(core);
+    cores.push_back(core);
+  }
+  return block;
+}
+
+// The token table as the plan holds it: whole, or this TP rank's rows.
+std::shared_ptr<nn::Module> make_table(nn::Module& full, const GptPlan& plan, const grid::ProcessGrid& g) {
+  if (plan.embedding == Vocab::split)
+    return std::make_shared<tp::VocabParallelEmbedding>(full, g.group(grid::Axis::tp));
+  return full.clone();
+}
+
+}  // namespace
+
+ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::ProcessGrid& grid)
+    : impl_(std::make_unique<Impl>()) {
+  Impl& I = *impl_;
+  const grid::GridShape& s = plan.shape;
+  MGPU_CHECK(s.dp == grid.shape().dp && s.tp == grid.shape().tp && s.pp == grid.shape().pp &&
+                 s.cp == grid.shape().cp,
+             "ParallelGpt: the plan is for ", s.str(), " but the grid is ", grid.shape().str());
+  plan.check(full.config());
+  I.plan = plan;
+  I.grid = &grid;
+  I.cfg = full.config();
+  I.p = s.pp;
+  I.v = plan.virtual_stages;
+  I.m = plan.micro_batches;
+  I.S = I.p * I.v;
+  I.pp_rank = grid.coords().pp;
+  MGPU_CHECK(2 * I.m * I.S < 32767, "ParallelGpt: ", I.m, " micro-batches through ", I.S,
+             " virtual stages need more message tags than a send has (2·m·S < 32767)");
+  I.order = pp::schedule_order(plan.schedule, I.p, I.v, I.m, I.pp_rank);
+  I.vocab = I.cfg.vocab_size;
+  I.C = I.cfg.n_embd;
+  I.padded = tp::padded_vocab(I.vocab, s.tp);
+  I.rows = tp::shard_range(I.padded, s.tp, grid.coords().tp);
+  I.parts = std::make_shared<Parts>(I);
+  const auto& kids = full.children();  // wte, wpe, h.0 ... h.{L-1}, ln_f
+  I.first = I.pp_rank == 0;
+  I.last = I.pp_rank == I.p - 1;
+  if (I.first) {
+    I.wte = make_table(*kids.front().second, plan, grid);
+    I.wpe = kids.at(1).second->clone();
+    I.parts->add(kids.front().first, I.wte);
+    I.parts->add(kids.at(1).first, I.wpe);
+  }
+  for (int c = 0; c < I.v; ++c) {
+    const tp::ShardRange r = stage_blocks(I.cfg.n_layer, I.S, pp::virtual_stage(I.p, I.pp_rank, c));
+    I.chunk_ranges.push_back(r);
+    I.chunks.emplace_back();
+    for (std::int64_t b = r.begin; b < r.end; ++b) {
+      const auto& [name, block] = kids.at(static_cast<std::size_t>(2 + b));
+      I.chunks.back().push_back(make_block(*block, plan, grid, I.cores));
+      I.parts->add(name, I.chunks.back().back());
+    }
+  }
+  if (I.last) {
+    I.ln_f = kids.back().second->clone();
+    I.parts->add(kids.back().first, I.ln_f);
+    if (I.first) {
+      I.head = I.wte;
+    } else {
+      I.head = make_table(*kids.front().second, plan, grid);  // the tied table's copy
+      I.parts->add("lm_head", I.head);
+    }
+  }
+  // Lesson 05's DDP over the ranks that hold the same parameters (construction copies rank
+  // 0's weights, collectively over them).
+  if (plan.grad_sync == GradSync::ddp && I.data_group().size() > 1)
+    I.ddp = std::make_unique<DistributedDataParallel>(I.parts, I.data_group());
+}
+
+ParallelGpt::~ParallelGpt() = default;
+
+std::vector<std::pair<std::string, nn::Parameter*>> ParallelGpt::named_parameters() {
+  return impl_->parts->named_parameters();
+}
+std::vector<nn::Parameter*> ParallelGpt::parameters() { return impl_->parts->parameters(); }
+std::int64_t ParallelGpt::num_parameters() { return impl_->parts->num_parameters(); }
+const GptPlan& ParallelGpt::plan() const { return impl_->plan; }
+const grid::ProcessGrid& ParallelGpt::grid() const { return *impl_->grid; }
+const nn::GPTConfig& ParallelGpt::config() const { return impl_->cfg; }
+std::vector<tp::ShardRange> ParallelGpt::chunk_blocks() const { return impl_->chunk_ranges; }
+const std::vector<pp::PipeOp>& ParallelGpt::order() const { return impl_->order; }
+tp::ShardRange ParallelGpt::vocab_rows() const { return impl_->rows; }
+
+cp::CoreStats ParallelGpt::attention_stats() const {
+  cp::CoreStats total;
+  for (const auto& core : impl_->cores) {
+    const cp::CoreStats& s = core->stats();
+    total.work += s.work;
+    total.cpu_s += s.cpu_s;
+    total.peak = std::max(total.peak, s.peak);
+    total.carried_peak = std::max(total.carried_peak, s.carried_peak);
+  }
+  return total;
+}
+
+std::vector<cp::CoreStats> ParallelGpt::attention_stats_by_cp_rank() const {
+  dist::ProcessGroup& group = impl_->cp_group();
+  const int P = group.size(), me = group.rank();
+  const cp::CoreStats mine = attention_stats();
+  std::vector<std::int64_t> work(static_cast<std::size_t>(P), 0);
+  std::vector<double> cpu(static_cast<std::size_t>(P), 0.0);
+  work[static_cast<std::size_t>(me)] = mine.work;
+  cpu[static_cast<std::size_t>(me)] = mine.cpu_s;
+  Tensor w = Tensor::from_vector(work, {P}), c = Tensor::from_vector(cpu, {P});
+  group.all_reduce(w, dist::ReduceOp::sum).wait();
+  group.all_reduce(c, dist::ReduceOp::sum).wait();
+  work = w.to_vector<std::int64_t>();
+  cpu = c.to_vector<double>();
+  std::vector<cp::CoreStats> out(static_cast<std::size_t>(P), mine);
+  for (int r = 0; r < P; ++r) {
+    out[static_cast<std::size_t>(r)].work = work[static_cast<std::size_t>(r)];
+    out[static_cast<std::size_t>(r)].cpu_s = cpu[static_cast<std::size_t>(r)];
+  }
+  return out;
+}
+
+std::vector<std::size_t> ParallelGpt::ddp_bucket_bytes() const {
+  std::vector<std::size_t> out;
+  if (!impl_->ddp) return out;
+  const auto& reducer = impl_->ddp->reducer();
+  for (std::size_t b = 0; b < reducer.num_buckets(); ++b) out.push_back(reducer.bucket_bytes(b));
+  return out;
+}
+
+StepReport ParallelGpt::train_step(const Tensor& ids, const Tensor& targets) {
+  Impl& I = *impl_;
+  MGPU_CHECK(ids.ndim() == 2 && ids.shape() == targets.shape() && ids.size(0) % I.m == 0,
+             "ParallelGpt::train_step: ids ", ids.str(), " and targets ", targets.str(),
+             " must be [B, T] with B a multiple of the ", I.m, " micro-batches");
+  return I.plan.grad_sync == GradSync::ddp ? I.ddp_step(ids, targets) : I.pipeline_step(ids, targets);
+}
+
+// ---- the pieces -----------------------------------------------------------------------------
+
+const std::vector<std::int64_t>& ParallelGpt::Impl::positions_of(std::int64_t T) {
+  if (T != positions_T) {
+    if (plan.attention != Attention::local) {  // refused here, on every rank, when T does not split
+      positions = cp::sequence_positions(T, plan.shape.cp, grid->coords().cp, plan.split);
+    } else {
+      positions.resize(static_cast<std::size_t>(T));
+      for (std::int64_t t = 0; t < T; ++t) positions[static_cast<std::size_t>(t)] = t;
+    }
+    positions_T = T;
+  }
+  return positions;
+}
+
+Tensor ParallelGpt::Impl::local_columns(const Tensor& ids) {
+  if (plan.attention == Attention::local) return ids;
+  const std::int64_t B = ids.size(0), T = ids.size(1);
+  const std::vector<std::int64_t>& pos = positions_of(T);
+  const std::int64_t n = static_cast<std::int64_t>(pos.size());
+  const std::vector<std::int64_t> all = ids.to_vector<std::int64_t>();
+  std::vector<std::int64_t> out(static_cast<std::size_t>(B * n));
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < n; ++i)
+      out[static_cast<std::size_t>(b * n + i)] = all[static_cast<std::size_t>(b * T + pos[static_cast<std::size_t>(i)])];
+  return Tensor::from_vector(out, {B, n}, ids.device());
+}
+
+std::int64_t ParallelGpt::Impl::activation_T(std::int64_t T_local) const {
+  return plan.sequence_parallel ? T_local / plan.shape.tp : T_local;
+}
+
+Tensor ParallelGpt::Impl::embed(const Tensor& ids) {
+  const std::int64_t B = ids.size(0), T = ids.size(1);
+  // Without CP the window's positions are 0..T-1; under CP this rank's (the ids are its
+  // columns already, so the window's T is T·CP).
+  const std::vector<std::int64_t>& pos = positions_of(T * plan.shape.cp);
+  Tensor x = wte->forward(ids);
+  const Tensor p_emb = wpe->forward(Tensor::from_vector(pos, {T}, ids.device()));
+  Tensor flat = x.reshape({B, T * C});
+  add_rowwise_(flat, p_emb.reshape({T * C}));
+  if (plan.sequence_parallel) x = tp::scatter_sequence(x, tp_group());
+  return x;
+}
+
+void ParallelGpt::Impl::embed_backward(const Tensor& grad) {
+  const Tensor dx = plan.sequence_parallel ? tp::gather_sequence(grad, tp_group()) : grad;
+  const std::int64_t B = dx.size(0), T = dx.size(1);
+  wpe->backward(sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
+  wte->backward(dx);
+}
+
+Tensor ParallelGpt::Impl::chunk_forward(int chunk, Tensor x) {
+  for (auto& block : chunks.at(static_cast<std::size_t>(chunk))) {
+    // What a block keeps for its backward: what it allocated and still holds, its output
+    // left out (the next block's input).
+    const std::size_t before = measure_kept ? memory_stats(x.device()).allocated : 0;
+    Tensor y = block->forward(x);
+    if (measure_kept) kept += memory_stats(x.device()).allocated - before - y.nbytes();
+    x = std::move(y);
+  }
+  return x;
+}
+
+Tensor ParallelGpt::Impl::chunk_backward(int chunk, Tensor dx) {
+  auto& blocks = chunks.at(static_cast<std::size_t>(chunk));
+  for (std::size_t l = blocks.size(); l-- > 0;) dx = blocks[l]->backward(dx);
+  return dx;
+}
+
+Tensor ParallelGpt::Impl::head_rows() {
+  Tensor& table = head->parameter("weight").value;
+  Tensor w_r = Tensor::zeros({rows.size(), C}, table.dtype(), table.device());
+  const std::int64_t real_end = std::min(rows.end, vocab);
+  if (real_end > rows.begin) {
+    Tensor dst = w_r.slice(0, real_end - rows.begin);
+    copy_(dst, table.slice(rows.begin, real_end));
+  }
+  return w_r;
+}
+
+Tensor ParallelGpt::Impl::head_forward(int micro, const Tensor& x_in) {
+  const Tensor x = plan.sequence_parallel ? tp::gather_sequence(x_in, tp_group()) : x_in;
+  const std::int64_t B = x.size(0), T = x.size(1);
+  HeadSaved saved{ln_f->forward(x).reshape({B * T, C}), Tensor(), x.shape()};
+  Tensor logits;
+  if (plan.head == Vocab::replicated)
+    logits = matmul(saved.hidden, head->parameter("weight").value, false, true);
+  else if (plan.embedding == Vocab::split)  // the head's rows are the table's own rows here
+    logits = matmul(saved.hidden, head->parameter("weight").value, false, true);
+  else
+    logits = matmul(saved.hidden, head_rows(), false, true);
+  head_saved[micro] = std::move(saved);
+  return logits;
+}
+
+double ParallelGpt::Impl::loss(int micro, const Tensor& logits, const Tensor& targets) {
+  HeadSaved& s = head_saved.at(micro);
+  const std::int64_t N = logits.size(0);
+  double value = 0;
+  if (plan.head == Vocab::replicated) {
+    Tensor probs;
+    value = softmax_cross_entropy(logits, targets.reshape({N}), &probs).to_vector<double>()[0];
+    s.grad = softmax_cross_entropy_backward(probs, targets.reshape({N}));
+  } else {
+    value = tp::vocab_parallel_cross_entropy(logits, targets.reshape({N}), rows, vocab, tp_group(), &s.grad);
+  }
+  if (m > 1) scale_(s.grad, 1.0 / m);  // the step's loss is the mean of the m micro-batches'
+  return value;
+}
+
+Tensor ParallelGpt::Impl::head_backward(int micro, const Tensor& grad_logits) {
+  HeadSaved s = std::move(head_saved.at(micro));
+  head_saved.erase(micro);
+  const Tensor& g = grad_logits.defined() ? grad_logits : s.grad;
+  nn::Parameter& table = head->parameter("weight");
+  Tensor d_hidden;
+  if (plan.head == Vocab::replicated) {  // the whole table, the whole logits
+    matmul_out(table.grad, g, s.hidden, true, false, 1.0, 1.0);
+    d_hidden = matmul(g, table.value);
+  } else if (plan.embedding == Vocab::split) {
+    // This rank's columns of the logits come from its own rows of the table: their share of
+    // the table's gradient lands on those rows, before the lookup's backward declares it
+    // final; the hidden state's gradient is a sum over the vocabulary slices.
+    d_hidden = matmul(g, table.value);
+    tp_group().all_reduce(d_hidden, dist::ReduceOp::sum).wait();
+    add_(table.grad, matmul(g, s.hidden, true, false));
+  } else {
+    // A whole table split for the head only: this rank's rows' gradient, summed over the
+    // group into the whole table's.
+    const Tensor w_r = head_rows();
+    d_hidden = matmul(g, w_r);
+    tp_group().all_reduce(d_hidden, dist::ReduceOp::sum).wait();
+    Tensor head_grad = Tensor::zeros({padded, C}, table.value.dtype(), table.value.device());
+    Tensor mine = head_grad.slice(rows.begin, rows.end);
+    copy_(mine, matmul(g, s.hidden, true, false));
+    tp_group().all_reduce(head_grad, dist::ReduceOp::sum).wait();
+    add_(table.grad, head_grad.slice(0, vocab));
+  }
+  s.hidden = Tensor();  // freed before ln_f's backward allocates its own
+  Tensor dx = ln_f->backward(d_hidden.reshape(s.shape));
+  return plan.sequence_parallel ? tp::scatter_sequence(dx, tp_group()) : dx;
+}
+
+void ParallelGpt::Impl::reduce_replicated_grads() {
+  if (!plan.sequence_parallel) return;
+  for (auto& chunk : chunks)
+    for (auto& block : chunk) {
+      auto& b = static_cast<tp::ParallelBlock&>(*block);
+      tp::all_reduce_replicated_grads(b, b.replicated_parameter_names(), tp_group());
+    }
+}
+
+// ---- the module DDP wraps ---------------------------------------------------------------------
+
+Tensor Parts::forward(const Tensor& ids) {
+  ParallelGpt::Impl& I = *impl_;
+  Tensor x = I.embed(ids);
+  I.kept = 0;
+  I.measure_kept = true;
+  x = I.chunk_forward(0, x);
+  I.measure_kept = false;
+  return I.head_forward(0, x);
+}
+
+Tensor Parts::backward(const Tensor& grad_logits) {
+  ParallelGpt::Impl& I = *impl_;
+  I.embed_backward(I.chunk_backward(0, I.head_backward(0, grad_logits)));
+  return Tensor();  // ids have no gradient
+}
+
+}  // namespace mgpu::parallel::gpt
