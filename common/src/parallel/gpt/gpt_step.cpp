@@ -36,6 +36,31 @@ std::size_t step_peak(const ParallelGpt::Impl& I, const Device& device, std::siz
   return peak - base;
 }
 
+// The start of a step: the gradients zeroed, the peak counters reset, what is allocated
+// and the collectives issued so far noted.
+struct StepStart {
+  std::size_t base = 0;
+  GroupCounts before;
+  std::int64_t all_before = 0;
+};
+
+StepStart start_step(ParallelGpt::Impl& I, const Device& device) {
+  I.parts->zero_grad();
+  reset_peak_memory(device);
+  for (auto& core : I.cores) core->reset_carried_peak();
+  I.kept = 0;
+  return {memory_stats(device).allocated, counts(I), I.grid->collectives_issued()};
+}
+
+// The end of a step: what the blocks kept, the collectives, the whole step's peak.
+void finish_step(const ParallelGpt::Impl& I, const Device& device, const StepStart& start,
+                 StepReport& report) {
+  report.kept_bytes = I.kept;
+  report.by_group = since(counts(I), start.before);
+  report.collectives = I.grid->collectives_issued() - start.all_before;
+  report.peak_bytes = step_peak(I, device, start.base);
+}
+
 // Sums `loss` over `group` after dividing it by the group's size: the mean over its ranks.
 double mean_over(dist::ProcessGroup& group, double loss) {
   if (group.size() == 1) return loss;
@@ -50,27 +75,19 @@ StepReport ParallelGpt::Impl::ddp_step(const Tensor& ids, const Tensor& targets)
   StepReport report;
   const Tensor ids_r = local_columns(ids), targets_r = local_columns(targets);
   const Device device = ids.device();
-  parts->zero_grad();
-  reset_peak_memory(device);
-  for (auto& core : cores) core->reset_carried_peak();
-  const std::size_t base = memory_stats(device).allocated;
-  const GroupCounts before = counts(*this);
-  const std::int64_t all_before = grid->collectives_issued();
+  const StepStart step = start_step(*this, device);
   const auto start = Clock::now();
   nn::Module& trained = ddp ? static_cast<nn::Module&>(*ddp) : static_cast<nn::Module&>(*parts);
   const Tensor logits = trained.forward(ids_r);  // this rank's logits (its columns if split)
   report.logits_bytes = logits.nbytes();
   double local = loss(0, logits, targets_r);
   trained.backward(head_saved.at(0).grad);  // under DDP: averaged over the data group
-  report.backward_peak_bytes = step_peak(*this, device, base);
+  report.backward_peak_bytes = step_peak(*this, device, step.base);
   reduce_replicated_grads();
   // The mean over every token: each rank's mean over its tokens weighs 1/(CP·DP), DDP's
   // average over the data group.
   report.loss = mean_over(data_group(), local);
-  report.kept_bytes = kept;
-  report.by_group = since(counts(*this), before);
-  report.collectives = grid->collectives_issued() - all_before;
-  report.peak_bytes = step_peak(*this, device, base);
+  finish_step(*this, device, step, report);
   report.busy_s = report.span_s = std::chrono::duration<double>(Clock::now() - start).count();
   return report;
 }
@@ -82,13 +99,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   const DType dtype = parts->parameters().front()->value.dtype();
   const Device device = ids.device();
   StepReport report;
-  parts->zero_grad();
-  reset_peak_memory(device);
-  for (auto& core : cores) core->reset_carried_peak();
-  const std::size_t base = memory_stats(device).allocated;
-  const GroupCounts before = counts(*this);
-  const std::int64_t all_before = grid->collectives_issued();
-  kept = 0;
+  const StepStart step = start_step(*this, device);
   dist::ProcessGroup& pp = pp_group();
   auto tag = [&](pp::Pass pass, int micro, int dest_stage) {
     return ((pass == pp::Pass::forward ? 0 : 1) * m + micro) * S + dest_stage;
@@ -163,7 +174,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   for (auto& [work, t] : sends) work.wait();
   for (const OpTime& o : report.ops) report.busy_s += o.end_s - o.start_s;
   report.span_s = report.ops.empty() ? 0.0 : report.ops.back().end_s;
-  report.backward_peak_bytes = step_peak(*this, device, base);
+  report.backward_peak_bytes = step_peak(*this, device, step.base);
   // The tied table: the first stage's lookup gradient plus the last stage's head gradient,
   // the sum sent back, so both copies take the same update.
   if (p > 1 && (first || last)) {
@@ -197,10 +208,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   }
   reduce_replicated_grads();
   report.loss = loss.to_vector<double>()[0];
-  report.kept_bytes = kept;
-  report.by_group = since(counts(*this), before);
-  report.collectives = grid->collectives_issued() - all_before;
-  report.peak_bytes = step_peak(*this, device, base);
+  finish_step(*this, device, step, report);
   return report;
 }
 
