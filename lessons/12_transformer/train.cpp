@@ -43,14 +43,9 @@ int train(const l12::GptFlags& f) {
 
   // Step 1) the text: characters to ids, the first 90% to train on, the last 10% to
   // validate; batches are random windows of seq + 1 tokens (batch k depends on k alone).
-  const data::TextCorpus corpus = l12::open_corpus(f.data, f.seed);
+  const data::TextCorpus corpus = app::open_text_corpus(f.data, f.seed);
   const data::TextLoader train_loader(corpus.train, f.batch, f.seq, f.seed, device);
   const data::TextLoader val_loader(corpus.validation, f.batch, f.seq, f.seed + 1, device);
-  std::printf("lesson 12: gpt-tiny on %s, %s, %d thread(s)\n", corpus.source.c_str(),
-              device.str().c_str(), num_threads());
-  std::printf("data: %zu training and %zu validation tokens, %lld characters in the vocabulary\n",
-              corpus.train.size(), corpus.validation.size(),
-              static_cast<long long>(corpus.tokenizer.vocab_size()));
 
   // Step 2) the model (your attention inside), AdamW, and what each block keeps.
   nn::manual_seed(f.seed);
@@ -64,14 +59,7 @@ int train(const l12::GptFlags& f) {
   app::TracedModule traced_model(model, trace, device);
   app::TracedOptimizer traced_optimizer(optimizer, trace, device);
   const bool bf16 = f.precision == "bf16";
-  std::printf("model: gpt-tiny (%s), %lld parameters; %s; recompute %s; GEMMs in %s\n",
-              model.config().str().c_str(), static_cast<long long>(model.num_parameters()),
-              optimizer.describe().c_str(), nn::recompute_name(policy), f.precision.c_str());
-  std::printf("batch: %lld sequences of %lld tokens (%lld tokens per step); %lld steps, lr %g "
-              "after %lld warm-up steps, cosine to %g\n",
-              static_cast<long long>(f.batch), static_cast<long long>(f.seq),
-              static_cast<long long>(f.batch * f.seq), static_cast<long long>(f.steps), f.lr,
-              static_cast<long long>(f.warmup), f.lr * f.min_lr_share);
+  l12::print_header(f, corpus, device, model, optimizer, policy);
 
   // Step 3) resume (lesson 07's checkpoints), and --export's initial weights.
   l12::LossWindow window;
@@ -81,10 +69,8 @@ int train(const l12::GptFlags& f) {
   app::ProgressLine progress;
   progress.start_epoch(0, 1, f.steps);
   const double base_bytes = static_cast<double>(memory_stats(device).allocated);
-  // train_cpu_s: CPU time of every thread of the process (on a shared machine the wall
-  // time of a step depends on what else runs; its CPU time much less).
-  double peak_step_bytes = 0, train_s = 0, train_cpu_s = 0, val_loss = 0;
-  std::int64_t trained_steps = 0;
+  double peak_step_bytes = 0, val_loss = 0;
+  l12::StepClock clock;
   for (std::int64_t step = first_step; step < f.steps; ++step) {
     const double t0 = app::now_s();
     const std::clock_t c0 = std::clock();
@@ -107,36 +93,20 @@ int train(const l12::GptFlags& f) {
     if (step > first_step)  // the first step allocates AdamW's state
       peak_step_bytes = std::max(
           peak_step_bytes, static_cast<double>(memory_stats(device).peak_allocated) - step_base);
-    train_s += app::now_s() - t0;
-    train_cpu_s += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
-    ++trained_steps;
+    clock.wall_s += app::now_s() - t0;
+    clock.cpu_s += static_cast<double>(std::clock() - c0) / CLOCKS_PER_SEC;
+    ++clock.steps;
     exported.record(step, b, lr, loss);
     window.sum += loss;
     ++window.count;
-    const double seq_per_s = static_cast<double>(trained_steps * f.batch) / train_s;
-    progress.update(step + 1, window.sum / static_cast<double>(window.count), seq_per_s,
-                    static_cast<double>(f.steps - step - 1) * train_s / static_cast<double>(trained_steps));
+    progress.update(step + 1, window.sum / static_cast<double>(window.count), clock.seq_per_s(f.batch),
+                    static_cast<double>(f.steps - step - 1) * clock.wall_s / static_cast<double>(clock.steps));
     // Step 6) every --eval-every steps and at the end: the validation loss.
     const bool last = step + 1 == f.steps;
     if (last || (f.eval_every > 0 && (step + 1) % f.eval_every == 0)) {
       progress.clear();
-      const double e0 = app::now_s();
-      val_loss = l12::validation_loss(model, val_loader, f.eval_batches, bf16);
-      trace.span("compute", "evaluate", e0, app::now_s());
-      const double train_loss = window.close();
-      const double tokens_per_s = seq_per_s * static_cast<double>(f.seq);
-      const double step_ms = 1e3 * train_s / static_cast<double>(trained_steps);
-      const double step_cpu_ms = 1e3 * train_cpu_s / static_cast<double>(trained_steps);
-      std::printf("step %lld/%lld: lr=%.3g train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f "
-                  "step_ms=%.1f step_cpu_ms=%.1f time_s=%.1f\n",
-                  static_cast<long long>(step + 1), static_cast<long long>(f.steps), lr,
-                  train_loss, val_loss, tokens_per_s, step_ms, step_cpu_ms, app::now_s() - start_s);
-      std::fflush(stdout);
-      metrics.write({{"step", static_cast<double>(step + 1)}, {"lr", lr},
-                     {"train_loss", train_loss}, {"val_loss", val_loss},
-                     {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
-                     {"step_cpu_ms", step_cpu_ms},
-                     {"time_s", app::now_s() - start_s}});
+      val_loss = l12::report_evaluation(model, val_loader, f, bf16, step, lr, clock, window, metrics,
+                                        trace, start_s);
     }
     // Step 7) a checkpoint every --save-every steps, and at the end.
     if (!f.ck.dir.empty() && (last || (f.ck.save_every > 0 && (step + 1) % f.ck.save_every == 0)))
@@ -144,19 +114,12 @@ int train(const l12::GptFlags& f) {
                  " (step ", step + 1, ")");
   }
   progress.clear();
-  if (trained_steps == 0) val_loss = l12::validation_loss(model, val_loader, f.eval_batches, bf16);
+  if (clock.steps == 0) val_loss = l12::validation_loss(model, val_loader, f.eval_batches, bf16);
   exported.write();
 
   // Step 8) what a step held beyond the weights, gradients and AdamW's state, and a sample.
-  const double held = static_cast<double>(memory_stats(device).allocated) - base_bytes;
-  if (trained_steps >= 2)
-    std::printf("memory: a step peaks %s above the %s held between steps (recompute %s; "
-                "weights, gradients, AdamW's state)\n",
-                app::mib(peak_step_bytes).c_str(), app::mib(base_bytes + held).c_str(),
-                nn::recompute_name(policy));
-  else
-    std::printf("memory: a step's peak is measured from the second step on (%lld step(s) run)\n",
-                static_cast<long long>(trained_steps));
+  l12::print_step_memory(peak_step_bytes, static_cast<double>(memory_stats(device).allocated),
+                         clock.steps, policy);
   if (f.sample > 0) {
     const double s0 = app::now_s();
     const std::string text = l12::sample_text(model, corpus.tokenizer, f.sample, f.temperature,
@@ -168,10 +131,8 @@ int train(const l12::GptFlags& f) {
   }
   app::log_weights_fingerprint(model);  // a resumed run ends with the same bits
   trace.write();
-  const double tokens_per_s =
-      train_s > 0 ? static_cast<double>(trained_steps * f.batch * f.seq) / train_s : 0.0;
   std::printf("final: val_loss=%.4f train_loss=%.4f tokens_per_s=%.0f time_s=%.1f\n", val_loss,
-              window.last_mean, tokens_per_s, app::now_s() - start_s);
+              window.last_mean, clock.seq_per_s(f.batch) * static_cast<double>(f.seq), app::now_s() - start_s);
   return 0;
 }
 

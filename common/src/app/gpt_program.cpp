@@ -22,11 +22,13 @@ void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string&
   cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
 }
 
-data::TextCorpus open_gpt_corpus(const GptProgramFlags& f) {
-  if (f.data == "synthetic") return data::TextCorpus::synthetic(200000, f.seed);
-  if (f.data == "shakespeare") return data::TextCorpus::load(data::TextCorpus::kDefaultPath);
-  return data::TextCorpus::load(f.data);
+data::TextCorpus open_text_corpus(const std::string& name, std::uint64_t seed) {
+  if (name == "synthetic") return data::TextCorpus::synthetic(200000, seed);
+  if (name == "shakespeare") return data::TextCorpus::load(data::TextCorpus::kDefaultPath);
+  return data::TextCorpus::load(name);
 }
+
+data::TextCorpus open_gpt_corpus(const GptProgramFlags& f) { return open_text_corpus(f.data, f.seed); }
 
 std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus) {
   nn::GPTConfig config = nn::GPTConfig::tiny(corpus.tokenizer.vocab_size());

