@@ -11,13 +11,13 @@ std::vector<std::int64_t> sequence_positions(std::int64_t T, int P, int rank, Sp
   std::vector<std::int64_t> pos;
   // What you have: T (the sequence's length), P (ranks), rank; split (Split::plain or
   // Split::zigzag); MGPU_CHECK(condition, message parts...) throws mgpu::Error.
-  // TODO(task2) BEGIN: chapter §4: rank's positions in pos, ascending, T/P of them. plain:
-  // [r·T/P, (r+1)·T/P). zigzag: cut T into 2P chunks of T/(2P); rank r keeps chunk r and
-  // chunk 2P-1-r. Invariants: over the P ranks every position appears exactly once (a
-  // permutation of 0..T-1); under the causal mask every rank computes the same number of
-  // chunk pairs (2P+1 under zigzag). T that does not split evenly is refused with
-  // "context parallel: T = <T> does not split into <n> equal chunks over <P> ranks", n = P
-  // (plain) or 2P (zigzag), never cut unevenly (about 8 lines).
+  // TODO(task2) BEGIN: chapter §4's split of the sequence: rank's positions in pos,
+  // ascending, T/P of them. Invariants: over the P ranks every position appears exactly
+  // once (a permutation of 0..T-1); under the causal mask the zigzag split gives every rank
+  // the same number of chunk pairs to compute (2P+1). A T the split cannot cut into equal
+  // chunks is refused, never cut unevenly, with the message "context parallel: T = <T> does
+  // not split into <n> equal chunks over <P> ranks", n the split's number of chunks. Stuck:
+  // tools/hint 14 2 (about 8 lines).
   const std::int64_t n = split == Split::zigzag ? 2 * P : P;
   MGPU_CHECK(T > 0 && T % n == 0, "context parallel: T = ", T, " does not split into ", n,
              " equal chunks over ", P, " ranks");
