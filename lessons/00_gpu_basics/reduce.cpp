@@ -24,13 +24,12 @@ Tensor block_sums_cpu(const Tensor& x) {
   const std::int64_t n = x.numel();
   const std::int64_t tiles = (n + kTile - 1) / kTile;  // the last tile may be short
   Tensor partial = Tensor::empty({tiles}, DType::f32, x.device());
-  // What you have: x.data<float>() (n contiguous floats); partial.data<float>() (tiles floats
-  // to write); kTile = 2 * kThreadsPerBlock elements per tile; a local array of
-  // kThreadsPerBlock floats stands in for one block's shared memory.
-  // TODO(task2) BEGIN: partial[b] = the sum of tile b, added in exactly the order one CUDA
-  // block of kThreadsPerBlock threads adds it (chapter §5: the load, then the tree), so that
-  // this twin and the kernel give the same floats; elements past n count as 0. Input x f32
-  // [n]; output partial f32 [tiles], tiles = ceil(n / kTile) (about 14 lines).
+  // What you have: kThreadsPerBlock and kTile = 2 * kThreadsPerBlock (basics.h); n, tiles;
+  // partial.data<float>() (tiles floats to write); x.data<float>() (n contiguous floats).
+  // TODO(task2) BEGIN: partial[b] = the sum of tile b, made of exactly the additions one CUDA
+  // block of kThreadsPerBlock threads makes, in their order (chapter §5), so that this twin
+  // and the kernel give the same floats; elements past n count as 0. Input x f32 [n]; output
+  // partial f32 [tiles], tiles = ceil(n / kTile). Stuck: tools/hint 00 2 (about 14 lines).
   MGPU_FAIL("TODO(task2): block_sums_cpu is not written yet (lessons/00_gpu_basics/reduce.cpp)");
   // TODO(task2) END
   return partial;

@@ -11,13 +11,14 @@ namespace mgpu::lesson00 {
 
 // Launched with kThreadsPerBlock threads per block and one block per tile.
 __global__ void block_sums_kernel(const float* x, std::int64_t n, float* partial) {
-  // What you have: threadIdx.x, blockIdx.x; __shared__ arrays (one per block, seen by all of
-  // its threads); __syncthreads() (a barrier for the threads of one block); kThreadsPerBlock
-  // and kTile (basics.h); x (n floats) and partial (one float per block).
+  // What you have: __shared__ arrays (one per block, seen by all of its threads);
+  // __syncthreads() (a barrier for the threads of one block); blockIdx.x, threadIdx.x;
+  // kThreadsPerBlock and kTile (basics.h); n, x (n floats) and partial (one float per block).
   // TODO(task2) BEGIN: block b writes partial[b] = the sum of tile b, the elements
-  // [b*kTile, (b+1)*kTile) with 0 past n, by chapter §5's load and tree. Invariants: the
-  // loads are coalesced; no thread reads a shared value before its writer has written it;
-  // indices are 64-bit; the floats are those of block_sums_cpu (about 12 lines).
+  // [b*kTile, (b+1)*kTile) with 0 past n, made of chapter §5's additions in their order.
+  // Invariants: the loads are coalesced; no thread reads a shared value before its writer
+  // has written it; indices are 64-bit; the floats are those of block_sums_cpu. Stuck:
+  // tools/hint 00 2 (about 12 lines).
   // TODO(task2) END
 }
 
@@ -27,11 +28,12 @@ Tensor block_sums_cuda(const Tensor& x) {
   const std::int64_t tiles = (n + kTile - 1) / kTile;
   Tensor partial = Tensor::empty({tiles}, DType::f32, x.device());
   // What you have: block_sums_kernel (above), launched as kernel<<<blocks, threads, 0,
-  // stream>>>(args); current_stream(device); MGPU_CUDA_CHECK_LAUNCH(); n, tiles, x.data<float>(),
-  // partial.data<float>().
+  // stream>>>(args); current_stream(device) (cuda_stream.h); kThreadsPerBlock (basics.h);
+  // MGPU_CUDA_CHECK_LAUNCH(); n, tiles, x.data<float>(), partial.data<float>().
   // TODO(task2) BEGIN: the kernel's launch (chapter §3 and §5): a block of kThreadsPerBlock
   // threads per tile, ordered with mgpu's own work on x's device, its launch errors
-  // reported; nothing to launch when there is nothing to sum (about 5 lines).
+  // reported; nothing to launch when there is nothing to sum, and partial returned either
+  // way. Stuck: tools/hint 00 2 (about 5 lines).
   MGPU_FAIL("TODO(task2): the launch of block_sums_kernel is not written yet (lessons/00_gpu_basics/reduce.cu)");
   // TODO(task2) END
   return partial;

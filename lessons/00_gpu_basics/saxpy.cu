@@ -10,19 +10,25 @@ namespace mgpu::lesson00 {
 
 // One thread computes one element: y[i] = a * x[i] + y[i], rounded as the CPU twin rounds it.
 __global__ void saxpy_kernel(std::int64_t n, float a, const float* x, float* y) {
-  // TODO(task1) BEGIN: compute this thread's global index i from blockIdx.x, blockDim.x and
-  // threadIdx.x (in 64 bits), and, if i < n, update y[i] with the CPU twin's roundings: the
-  // product rounded on its own (__fmul_rn), then the sum (about 3 lines; the chapter's "Why
-  // a GPU result may differ in the last bit" says why).
+  // What you have: blockDim.x, blockIdx.x, threadIdx.x (unsigned 32-bit); __fmul_rn(a, b), a
+  // product the compiler may not fuse into an FMA; n, a, x (n floats) and y (n floats).
+  // TODO(task1) BEGIN: one thread's part of SAXPY (chapter §3): the thread that owns element
+  // i in the grid's numbering updates y[i]; a thread past the end touches nothing.
+  // Invariants: every element of [0, n) is updated exactly once; indices are 64-bit (n may
+  // pass 2^31); y[i] gets the same float as saxpy_cpu gives (chapter, "Why a GPU result may
+  // differ in the last bit"). Stuck: tools/hint 00 1 (about 3 lines).
   // TODO(task1) END
 }
 
 void saxpy_cuda(float a, const Tensor& x, Tensor& y) {
   DeviceGuard guard(y.device());  // kernels run on the current GPU: make it y's
-  // TODO(task1) BEGIN: with n = y.numel(), return early when n == 0 (a launch with zero
-  // blocks is an error), pick the number of blocks so that blocks * kThreadsPerBlock >= n,
-  // launch saxpy_kernel on current_stream(y.device()) and check the launch with
-  // MGPU_CUDA_CHECK_LAUNCH() (about 6 lines).
+  // What you have: current_stream(device) (cuda_stream.h); kThreadsPerBlock (basics.h);
+  // MGPU_CUDA_CHECK_LAUNCH(); saxpy_kernel (above), launched as kernel<<<blocks, threads, 0,
+  // stream>>>(args); x.data<float>(), y.data<float>(), y.numel().
+  // TODO(task1) BEGIN: the kernel's launch (chapter §3): blocks of kThreadsPerBlock threads,
+  // enough of them that every element has its thread, ordered with mgpu's own work on y's
+  // device, the launch's errors reported. An empty y launches nothing (a grid of zero blocks
+  // is an error). Stuck: tools/hint 00 1 (about 6 lines).
   MGPU_FAIL("TODO(task1): the launch of saxpy_kernel is not written yet (lessons/00_gpu_basics/saxpy.cu); "
             "called with a = ", a, ", x ", x.str(), ", y ", y.str());
   // TODO(task1) END

@@ -20,14 +20,15 @@ std::string SGD::describe() const {
 }
 
 void SGD::step() {
-  // What you have: params(), lr(), momentum_, weight_decay_; a Parameter's value, grad and
-  // requires_grad(); clone(); axpy_(y, a, x): y += a·x; scale_(t, a); add_(t, u);
-  // find_state(p, "momentum_buffer") -> the buffer or nullptr; set_state(p, name, t) stores t
-  // and returns a reference to it.
+  // What you have: the optimizer's lr(), momentum_, params(), weight_decay_; find_state(p,
+  // "momentum_buffer") -> the buffer or nullptr; set_state(p, name, t) stores t and returns a
+  // reference to it; a Parameter's grad, requires_grad(), value; t.clone(); ops
+  // (mgpu/ops.h): add_(t, u), axpy_(y, a, x): y += a·x, scale_(t, a).
   // TODO(task2) BEGIN: one update by PyTorch's SGD rule (chapter §5, task 2) of every
-  // parameter that requires a gradient. Invariants: p->grad is exactly as backward left it
-  // afterwards; the momentum buffer is optimizer state of its own, a tensor that nothing else
-  // aliases, kept under the name "momentum_buffer". (about 15 lines)
+  // parameter that requires a gradient; a frozen one is left alone and gets no state.
+  // Invariants: p->grad is exactly as backward left it afterwards; the momentum buffer is
+  // optimizer state of its own, a tensor that nothing else aliases, kept under the name
+  // "momentum_buffer". Stuck: tools/hint 01 2 (about 15 lines).
   MGPU_FAIL("TODO(task2): lesson01::SGD::step is not written yet "
             "(lessons/01_single_gpu/sgd.cpp); ", params().size(), " parameters to update");
   // TODO(task2) END

@@ -14,7 +14,7 @@ std::vector<std::int64_t> micro_batch_sizes(std::int64_t batch, int num_micro) {
   std::vector<std::int64_t> sizes;
   // What you have: integer division and remainder; sizes.push_back.
   // TODO(task3) BEGIN: M sizes that add up to batch and differ by at most one row, the larger
-  // ones first (chapter §4). (about 3 lines)
+  // ones first (chapter §4). Stuck: tools/hint 03 3 (about 3 lines).
   MGPU_FAIL("TODO(task3): micro_batch_sizes is not written yet (lessons/03_model_parallel/accumulate.cpp)");
   // TODO(task3) END
   return sizes;
@@ -26,12 +26,15 @@ MicroLoss micro_batch_loss(const Tensor& logits, const Tensor& labels, std::int6
              "micro_batch_loss: logits ", logits.str(), " must be [rows, classes] with 1 <= rows <= ",
              batch_rows, " (the rows of the whole batch)");
   MicroLoss out;
-  // What you have: softmax_cross_entropy(logits, labels, &probs) -> the mean loss (0-d), the
-  // probabilities kept in probs; softmax_cross_entropy_backward(probs, labels, scale) -> the
-  // gradient of scale × that mean with respect to the logits; item().
-  // TODO(task3) BEGIN: this micro-batch's share of the whole batch's mean loss and its
-  // gradient (chapter §4): summed over the micro-batches they must give exactly the batch's
-  // mean loss and gradient, whatever the micro-batch sizes. (about 5 lines)
+  // What you have: batch_rows (the whole batch's rows), logits.size(0) (this micro-batch's);
+  // softmax_cross_entropy(logits, labels, &probs) -> the mean loss (0-d), the probabilities
+  // kept in probs; softmax_cross_entropy_backward(probs, labels, scale) -> the gradient of
+  // scale × that mean with respect to the logits; Tensor::item().
+  // TODO(task3) BEGIN: this micro-batch's share of the whole batch's mean loss (a double,
+  // out.weighted_loss) and its gradient with respect to the logits (out.grad, [rows,
+  // classes]) (chapter §4): summed over the micro-batches they must give exactly the batch's
+  // mean loss and gradient, whatever the micro-batch sizes. Stuck: tools/hint 03 3 (about 5
+  // lines).
   (void)labels;
   (void)batch_rows;
   MGPU_FAIL("TODO(task3): micro_batch_loss is not written yet (lessons/03_model_parallel/accumulate.cpp)");

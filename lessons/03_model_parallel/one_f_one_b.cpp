@@ -13,13 +13,14 @@ std::vector<Op> one_f_one_b_order(int num_stages, int num_micro, int stage) {
   MGPU_CHECK(K >= 1 && M >= 1 && k >= 0 && k < K, "one_f_one_b_order: need K >= 1, M >= 1 and "
              "0 <= stage < K, got K = ", K, ", M = ", M, ", stage = ", k);
   std::vector<Op> order;
-  // What you have: order.push_back(Op{OpKind::forward or OpKind::backward, m}); K, M, k.
-  // TODO(task4) BEGIN: stage k's column of the 1F1B order of chapter §4b, as a list: a
-  // warm-up of forwards only (as many as the stages after this one need to fill up, never
-  // more than M), a steady state alternating forward and backward while forwards remain,
-  // and a cool-down of the backwards left. Invariants: forwards and backwards each go in
-  // micro-batch order, so a backward always belongs to the oldest micro-batch still held,
-  // and the stage never holds more than K - k of them. (about 8 lines)
+  // What you have: K, M, k; order.push_back(Op{OpKind::forward or OpKind::backward, m});
+  // std::min (<algorithm>).
+  // TODO(task4) BEGIN: stage k's column of chapter §4b's 1F1B order, as a list of its 2M ops
+  // in the order it runs them (one_f_one_b_schedule, given, puts the lists on the clock).
+  // Invariants: forwards and backwards each go in micro-batch order, so a backward always
+  // belongs to the oldest micro-batch still held; the stage never holds more than
+  // min(K - k, M) micro-batches; on the clock the schedule passes check_schedule and takes
+  // 2(M+K-1) ticks, as GPipe's. Stuck: tools/hint 03 4 (about 8 lines).
   MGPU_FAIL("TODO(task4): one_f_one_b_order is not written yet (lessons/03_model_parallel/one_f_one_b.cpp)");
   // TODO(task4) END
   return order;

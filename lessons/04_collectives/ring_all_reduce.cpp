@@ -10,11 +10,13 @@
 namespace mgpu::lesson04 {
 
 void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
-  // What you have: ring_reduce_scatter and ring_all_gather (tasks 1 and 2); data.numel(),
-  // pg.size().
-  // TODO(task3) BEGIN: every rank's data becomes the elementwise sum over all ranks, in place,
-  // with 2(p-1) chunks sent per rank (chapter §3); an empty tensor or a world of one needs no
-  // message at all. (about 3 lines)
+  // What you have: data.numel(); pg.size(); ring_all_gather(pg, t) and ring_reduce_scatter(pg,
+  // t) (tasks 2 and 1: in place, on a tensor of any shape).
+  // TODO(task3) BEGIN: every rank's data, of any shape, becomes the elementwise sum over all
+  // ranks, in place (chapter §2's first identity; §3): exactly 2(p-1) chunks sent per rank,
+  // about 2(p-1)/p of the data, through pg.send and pg.recv only; an empty tensor or a world
+  // of one needs no message at all. Float results equal the library's all_reduce within
+  // rounding. Stuck: tools/hint 04 3 (about 3 lines).
   MGPU_FAIL("TODO(task3): ring_all_reduce is not written yet "
             "(lessons/04_collectives/ring_all_reduce.cpp); rank ", pg.rank(), " of ", pg.size(),
             ", data ", data.str());

@@ -19,15 +19,18 @@ void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
   // Where a received chunk lands before it is added (chunk 0 is the largest chunk).
   Tensor incoming = Tensor::empty({chunk_range(flat.numel(), p, 0).size()}, data.dtype(),
                                   data.device());
-  // What you have: chunk(flat, p, i) -> chunk i (mod p) of flat, a view; t.slice(0, n) -> the
-  // first n elements of a 1-D tensor, a view; pg.send(t, to) and pg.recv(t, from) -> a Work,
-  // whose wait() blocks until the message is through; add_into(dst, src): dst += src.
-  // TODO(task1) BEGIN: the reduce-scatter of chapter §3 in p-1 steps: every step each rank
-  // passes one chunk to its right and adds the chunk from its left into its own copy (the
-  // received chunk lands in `incoming` first). Invariants: the chunk sent at step s is the
-  // one added at step s-1, so it carries s+1 ranks' shares, and after the last step chunk r
-  // holds all p; a rank never waits for a message before its own are posted (the ring would
-  // deadlock). (about 10 lines)
+  // What you have: add_into(dst, src): dst += src, elementwise; chunk(flat, p, i) -> chunk i
+  // (mod p) of flat, a view; chunk_range(n, p, i) -> its [begin, end); flat, incoming, left,
+  // right (above); pg.recv(t, from) and pg.send(t, to) -> a Work at once, whose wait() blocks
+  // until the message is through; t.slice(0, n) -> the first n elements of a 1-D tensor, a view.
+  // TODO(task1) BEGIN: chapter §3's ring reduce-scatter, in place, in p-1 steps: on return
+  // chunk r of rank r's data holds the sum over all ranks of chunk r (the other chunks hold
+  // partial sums, unspecified). Each rank sends exactly p-1 chunks and receives p-1, empty
+  // chunks included, through pg.send and pg.recv only. Invariants: every receive is exactly
+  // as long as the send it matches (chunks differ in length by one); no rank waits for a
+  // message before both of its step's messages are posted (§3: the ring would deadlock).
+  // Tested on integers (exact sums), on lengths p does not divide and on lengths below p.
+  // Stuck: tools/hint 04 1 (about 10 lines).
   MGPU_FAIL("TODO(task1): ring_reduce_scatter is not written yet "
             "(lessons/04_collectives/ring_reduce_scatter.cpp); rank ", r, " of ", p, ", data ",
             data.str());

@@ -18,13 +18,15 @@ std::vector<std::vector<std::size_t>> compute_bucket_assignment_by_size(
              "compute_bucket_assignment_by_size: ", tensors.size(), " tensors but ",
              tensor_indices.size(), " tensor_indices (give one index per tensor, or none)");
   std::vector<std::vector<std::size_t>> buckets;
-  // What you have: tensors[i].nbytes and tensors[i].dtype (GradSpec); size_limits (caps in
-  // bytes); tensor_indices (empty, or one index per tensor); DType compares with ==;
-  // std::vector, std::stable_sort; buckets, the result (each bucket a list of indices).
+  // What you have: buckets, the result (each bucket a list of indices); DType compares with
+  // ==; size_limits (caps in bytes); std::stable_sort, std::vector; tensor_indices (empty, or
+  // one index per tensor); tensors[i].dtype and tensors[i].nbytes (GradSpec).
   // TODO(task1) BEGIN: the buckets of chapter §3's rules (bucket_assignment.h states them
-  // with the worked example). Invariants: every tensor in exactly one bucket, no bucket
-  // mixes dtypes, a bucket closes the moment its bytes reach its cap, and the buckets come
-  // in the launch order §3 gives for each form of the call (about 30 lines).
+  // with the worked example), each a list of indices: tensor_indices[i] for tensor i when
+  // given, else i. Invariants: every tensor in exactly one bucket, no bucket mixes dtypes,
+  // each dtype's k-th bucket is capped by size_limits[k] (the last cap repeating) and closes
+  // the moment its bytes reach its cap, and the buckets come in the order §3 gives for each
+  // form of the call. Stuck: tools/hint 05 1 (about 30 lines).
   MGPU_FAIL("TODO(task1): compute_bucket_assignment_by_size is not written yet "
             "(lessons/05_ddp/bucket_assignment.cpp); called with ", tensors.size(), " tensors");
   // TODO(task1) END

@@ -10,15 +10,18 @@ namespace mgpu::parallel {
 // Task 3: the end of the reduction, once the module's backward has returned.
 void Reducer::finalize_backward() {
   if (!expect_hooks_) return;  // under no_sync(): nothing to reduce
-  // What you have: options_.find_unused_parameters; variable_ready_; mark_variable_ready(v);
-  // buckets_ (each with its .variables), next_bucket_; record_unfinished_reduction();
-  // sync_used_variables() (per variable: did any rank use it? a collective); wait_bucket(b);
-  // bucket_view(v); params_[v]->grad; t.shares_storage(u); cast_(dst, src).
-  // TODO(task3) BEGIN: the end of the reduction (chapter §2, step 4; §6; §8). Afterwards
-  // every parameter some rank used holds the average over the ranks in its grad, and one
-  // that no rank used keeps its grad; if a bucket never launched (a gradient never came,
-  // without find_unused_parameters) the reduction is left unfinished for the next forward
-  // to report. Every rank issues the same collectives (about 15 lines).
+  // What you have: members buckets_ (each with its .variables), next_bucket_,
+  // options_.find_unused_parameters, params_[v]->grad, variable_ready_; methods
+  // bucket_view(v), mark_variable_ready(v) (task 2), record_unfinished_reduction(),
+  // sync_used_variables() (per variable: did any rank use it? a collective), wait_bucket(b);
+  // cast_(dst, src), t.shares_storage(u).
+  // TODO(task3) BEGIN: the end of the reduction (chapter §2, §6, §8; §11, task 3). Afterwards
+  // every parameter some rank used holds in its grad the average over the ranks; with
+  // find_unused_parameters, one that no rank used keeps its grad untouched; without it, a
+  // bucket that never launched (a gradient never came) leaves the reduction unfinished, for
+  // the next forward to report. Every rank issues the same collectives in the same order; a
+  // grad that already is its bucket's view is not copied. Stuck: tools/hint 05 3 (about 15
+  // lines).
   MGPU_FAIL("TODO(task3): Reducer::finalize_backward is not written yet "
             "(lessons/05_ddp/reducer_finalize.cpp)");
   // TODO(task3) END

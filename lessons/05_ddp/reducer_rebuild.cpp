@@ -14,13 +14,15 @@ bool Reducer::rebuild_buckets() {
   ensure_prior_reduction_finished();
   // Nothing to rebuild from until a synchronized backward recorded every gradient.
   if (grad_ready_order_.size() != params_.size()) return false;
-  // What you have: grad_ready_order_ (the variables in the order their gradients became
-  // ready); grad_spec(v) -> GradSpec; compute_bucket_assignment_by_size (your task 1);
-  // options_.first_bucket_cap_bytes, options_.bucket_cap_bytes; sync_bucket_indices(b)
-  // (every rank's b <- rank 0's, a collective); initialize_buckets(b) (the buckets in use).
-  // TODO(task4) BEGIN: chapter §4, step 3: the buckets regrouped in gradient-ready order
-  // with the caps {first, rest}, each bucket listing variable indices, the same buckets on
-  // every rank (rank 0's), and in use from the next backward (about 6 lines).
+  // What you have: compute_bucket_assignment_by_size (your task 1); grad_ready_order_ (the
+  // variables in the order their gradients became ready); grad_spec(v) -> GradSpec;
+  // initialize_buckets(b) (makes b the buckets in use); options_.bucket_cap_bytes,
+  // options_.first_bucket_cap_bytes; sync_bucket_indices(b) (every rank's b <- rank 0's, a
+  // collective).
+  // TODO(task4) BEGIN: chapter §4, step 3: the buckets regrouped by §3's rules over the
+  // variables in gradient-ready order with the caps {first, rest}, each bucket listing
+  // variable indices, the same buckets on every rank (rank 0's, whatever order a rank saw),
+  // and in use from the next backward. Stuck: tools/hint 05 4 (about 6 lines).
   MGPU_FAIL("TODO(task4): Reducer::rebuild_buckets is not written yet "
             "(lessons/05_ddp/reducer_rebuild.cpp); ", grad_ready_order_.size(), " gradients were recorded");
   // TODO(task4) END

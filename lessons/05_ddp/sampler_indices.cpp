@@ -11,8 +11,10 @@ namespace mgpu::parallel {
 
 std::int64_t DistributedSampler::num_samples() const {
   const std::int64_t n = dataset_size_, w = num_replicas_;
-  // What you have: n (N), w (W), drop_last_.
-  // TODO(task5) BEGIN: the samples per rank of chapter §9 (1 line).
+  // What you have: drop_last_; n (N), w (W).
+  // TODO(task5) BEGIN: the samples per rank of chapter §9, the same on every rank, with and
+  // without drop_last (N = 10, W = 3: 4, or 3 with drop_last). Stuck: tools/hint 05 5
+  // (1 line).
   MGPU_FAIL("TODO(task5): DistributedSampler::num_samples is not written yet "
             "(lessons/05_ddp/sampler_indices.cpp); N = ", n, ", W = ", w);
   // TODO(task5) END
@@ -21,12 +23,12 @@ std::int64_t DistributedSampler::num_samples() const {
 std::vector<std::int64_t> DistributedSampler::indices() const {
   const std::int64_t n = dataset_size_, w = num_replicas_;
   if (n == 0) return {};
-  // What you have: data::shuffled_indices(n, seed, epoch); shuffle_, seed_, epoch_, rank_;
-  // total_size() (num_samples() * W); std::iota.
+  // What you have: data::shuffled_indices(n, seed, epoch); epoch_, rank_, seed_, shuffle_;
+  // std::iota; total_size() (num_samples() * W).
   // TODO(task5) BEGIN: this rank's share for epoch_ by chapter §9's rules (its example is
   // the test): one order, the same on every rank, made exactly total_size() long; the W
-  // shares are disjoint positions of it. Returns num_samples() dataset indices (about 15
-  // lines).
+  // shares are disjoint positions of it. Returns num_samples() dataset indices. Stuck:
+  // tools/hint 05 5 (about 15 lines).
   MGPU_FAIL("TODO(task5): DistributedSampler::indices is not written yet "
             "(lessons/05_ddp/sampler_indices.cpp); N = ", n, ", W = ", w, ", epoch ", epoch_);
   // TODO(task5) END

@@ -52,11 +52,11 @@ RngState capture_rng_state(nn::Module& model) {
   RngState rng;
   std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
   find_dropouts(model, "", dropouts);
-  // What you have: nn::seed_sequence_state() -> {base, drawn}; dropouts, (path, Dropout*)
-  // pairs, and a Dropout's seed() and calls(); rng.init_base, rng.init_drawn, rng.dropout
-  // (path -> {seed, calls}).
+  // What you have: dropouts, (path, Dropout*) pairs, and a Dropout's calls() and seed();
+  // nn::seed_sequence_state() -> {base, drawn}; rng.dropout (path -> {seed, calls}),
+  // rng.init_base, rng.init_drawn.
   // TODO(task4) BEGIN: rng: the random streams of chapter §1's table, the initialisation
-  // sequence's and every Dropout's by its path (about 4 lines).
+  // sequence's and every Dropout's by its path. Stuck: tools/hint 07 4 (about 4 lines).
   MGPU_FAIL("TODO(task4): capture_rng_state is not written yet "
             "(lessons/07_checkpointing/resume_state.cpp); ", dropouts.size(), " Dropout(s), ",
             rng.dropout.size(), " stream(s) captured");
@@ -68,12 +68,12 @@ void restore_rng_state(nn::Module& model, const RngState& rng) {
   std::vector<std::pair<std::string, nn::Dropout*>> dropouts;
   find_dropouts(model, "", dropouts);
   // What you have: dropouts, (path, Dropout*) pairs, and a Dropout's seed() and
-  // set_calls(n); rng.dropout (path -> {seed, calls}), rng.init_base, rng.init_drawn;
-  // nn::set_seed_sequence_state({base, drawn}); MGPU_CHECK.
+  // set_calls(n); MGPU_CHECK; nn::set_seed_sequence_state({base, drawn}); rng.dropout
+  // (path -> {seed, calls}), rng.init_base, rng.init_drawn.
   // TODO(task4) BEGIN: every stream of rng continues where the saved one stopped: each
   // Dropout and the initialisation sequence. The model's Dropouts must be exactly the saved
   // ones (the same paths with the same seeds, no more, no fewer), or it throws naming the
-  // difference (about 10 lines).
+  // difference. Stuck: tools/hint 07 4 (about 10 lines).
   MGPU_FAIL("TODO(task4): restore_rng_state is not written yet "
             "(lessons/07_checkpointing/resume_state.cpp); ", dropouts.size(), " Dropout(s), ",
             rng.dropout.size(), " stream(s) saved");
@@ -84,13 +84,13 @@ TrainingState capture_training_state(nn::Module& model, const optim::Optimizer& 
                                      const TrainingProgress& progress) {
   TrainingState s;
   const auto names = optimizer_and_model_names(model, optimizer);
-  // What you have: module_state_dict(model); optimizer.state() (tensors keyed "<the
-  // optimizer's parameter name>.<state name>"); optimizer.lr(); names (above: per parameter,
-  // its name in the optimizer and in the model); rename_state(key, from, to) (above);
-  // capture_rng_state (above); s.model, s.optimizer, s.progress, s.rng.
+  // What you have: capture_rng_state (above); module_state_dict(model); names (above: per
+  // parameter, its name in the optimizer and in the model); optimizer.lr(); optimizer.state()
+  // (tensors keyed "<the optimizer's parameter name>.<state name>"); progress;
+  // rename_state(key, from, to) (above); s.model, s.optimizer, s.progress, s.rng.
   // TODO(task4) BEGIN: s, chapter §1's table for this run (chapter §5): the model's tensors,
   // the optimizer's state keyed by the MODEL's names, the progress with the optimizer's lr,
-  // the random streams; live tensors, no copies (about 12 lines).
+  // the random streams; live tensors, no copies. Stuck: tools/hint 07 4 (about 12 lines).
   MGPU_FAIL("TODO(task4): capture_training_state is not written yet "
             "(lessons/07_checkpointing/resume_state.cpp); ", names.size(),
             " parameter(s) in the optimizer, ", s.model.size(), " tensor(s) captured at step ",
@@ -102,14 +102,15 @@ TrainingState capture_training_state(nn::Module& model, const optim::Optimizer& 
 TrainingProgress restore_training_state(const TrainingState& state, nn::Module& model,
                                         optim::Optimizer& optimizer, const std::string& source) {
   const auto names = optimizer_and_model_names(model, optimizer);
-  // What you have: load_module_state_dict(model, dict, strict, source); state.optimizer
-  // (keyed by the model's names); names, rename_state (above); optimizer.load_state(dict)
-  // (keyed by its own names), optimizer.set_lr(lr); restore_rng_state (above);
-  // state.progress; MGPU_CHECK.
+  // What you have: load_module_state_dict(model, dict, strict, source); MGPU_CHECK; names,
+  // rename_state (above); optimizer.load_state(dict) (keyed by its own names),
+  // optimizer.set_lr(lr); restore_rng_state (above); state.model, state.optimizer (keyed by
+  // the model's names), state.progress, state.rng.
   // TODO(task4) BEGIN: the inverse of capture_training_state, into a freshly built model
   // and optimizer (chapter §5): the model loaded strictly, the optimizer's state under its
   // own names and its lr, the random streams; a saved optimizer state of no parameter
-  // throws, naming it and `source`. Returns the saved progress (about 18 lines).
+  // throws, naming it and `source`. Returns the saved progress. Stuck: tools/hint 07 4
+  // (about 18 lines).
   MGPU_FAIL("TODO(task4): restore_training_state is not written yet "
             "(lessons/07_checkpointing/resume_state.cpp); ", names.size(),
             " parameter(s) in the optimizer, ", state.model.size(), " model tensor(s) of ",

@@ -19,14 +19,17 @@ Tensor Linear::forward(const Tensor& x) {
   amp::check_gemm_input(describe(), "input", x, w, compute);
   MGPU_CHECK(x.ndim() == 2 && x.size(1) == in_features(), describe(), ": input is ", x.str(),
              ", expected [N, ", in_features(), "] (put a Flatten in front for images)");
-  // What you have: compute (the GEMM's dtype: f32 outside an autocast region);
-  // amp::cast_operand(t, dtype); amp::cast_weight(w, dtype) (one cast per region, cached);
-  // matmul(a, b, trans_a, trans_b, out_dtype); add_rowwise_(y, v); has_bias(), bias().value;
-  // is_training(); saved_.push(describe(), Saved{x, w}) keeps the GEMM's operands.
-  // TODO(task3) BEGIN: y = x W^T + b under chapter §3's policy (its table's first two rows):
-  // the GEMM's operands in `compute`, its sums and y in f32, the bias added in f32; in
-  // training mode the operands the GEMM used are kept for the backward. Input x f32
-  // [N, in]; output y f32 [N, out] (about 6 lines).
+  // What you have: x, w (the f32 weight [out, in]), compute (the GEMM's dtype: f32 outside
+  // an autocast region); bias().value, has_bias(), is_training(); saved_.push(describe(),
+  // Saved{x, w}) keeps two tensors for the backward. Functions: add_rowwise_(y, v) (v added
+  // to every row of y); amp::cast_operand(t, dtype); amp::cast_weight(w, dtype) (one cast
+  // per region, cached); cast(t, dtype); matmul(a, b, trans_a, trans_b, out_dtype).
+  // TODO(task3) BEGIN: lesson 01's forward, y = x W^T + b, under chapter §3's policy (its
+  // table's first two rows): x f32 [N, in] -> y f32 [N, out]. In a region the GEMM's
+  // operands are in `compute`, the weight cast once per region, not once per call; the
+  // GEMM sums in f32 and the bias is added in f32. Outside a region: plain f32, bit for
+  // bit. In training mode the layer keeps, for its backward, the operands its GEMM used
+  // (16-bit in a region). Stuck: tools/hint 08 3 (about 6 lines).
   MGPU_FAIL("TODO(task3): Linear::forward is not written yet "
             "(lessons/08_mixed_precision/linear_mixed_precision.cpp); input ", x.str(), ", GEMM in ",
             dtype_name(compute));
@@ -40,17 +43,19 @@ Tensor Linear::backward(const Tensor& grad_out) {
              ": grad_out is ", grad_out.str(), ", expected [", s.x.size(0), ", ",
              out_features(), "]");
   Parameter& w = weight();
-  // What you have: s.x, s.w (the forward's GEMM operands, in its dtype); amp::cast_operand;
-  // matmul(a, b, trans_a, trans_b, out_dtype); matmul_out(out, a, b, trans_a, trans_b, alpha,
-  // beta): out = alpha (a b) + beta out; sum(t, dim); cast(t, dtype); add_(t, u); has_bias(),
-  // bias(); a Parameter's value, grad, requires_grad() and notify_grad_ready();
-  // input_requires_grad().
+  // What you have: grad_out (f32 [N, out]); s.x, s.w (the forward's GEMM operands, in its
+  // dtype); w and bias() (Parameters: value, grad, requires_grad(), notify_grad_ready());
+  // has_bias(); input_requires_grad(). Functions: add_(t, u); amp::cast_operand(t, dtype);
+  // cast(t, dtype); matmul(a, b, trans_a, trans_b, out_dtype); matmul_out(out, a, b,
+  // trans_a, trans_b, alpha, beta): out = alpha (a b) + beta out; sum(t, dim).
   // TODO(task3) BEGIN: lesson 01's three gradients under chapter §3's policy: the GEMMs take
   // grad_out in the forward's dtype and sum in f32; a weight gradient is ADDED to the f32
-  // .grad and never rounded to 16 bits; the bias gradient comes from the f32 grad_out; a
-  // parameter that needs no gradient is left alone; each parameter announces its gradient
-  // the moment it is final, the bias's before the weight's (PyTorch's order, §3). Returns dx f32 [N, in], or an empty Tensor when the input needs
-  // no gradient (!input_requires_grad(): x is data) (about 12 lines).
+  // .grad and never rounded to 16 bits; the bias gradient comes from the f32 grad_out, not
+  // from a 16-bit copy; a parameter that needs no gradient is left alone; each parameter
+  // announces its gradient the moment it is final, the bias's before the weight's (the
+  // order lesson 05's DDP sees, PyTorch's too). Returns dx f32 [N, in], or an empty Tensor
+  // when the input needs no gradient (!input_requires_grad(): x is data). Stuck:
+  // tools/hint 08 3 (about 12 lines).
   MGPU_FAIL("TODO(task3): Linear::backward is not written yet "
             "(lessons/08_mixed_precision/linear_mixed_precision.cpp); grad_out ", grad_out.str(),
             ", weight ", w.value.str());

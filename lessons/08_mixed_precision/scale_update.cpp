@@ -14,12 +14,16 @@ namespace mgpu::amp {
 
 void update_scale(float& scale, std::int32_t& growth_tracker, bool found_inf,
                   double growth_factor, double backoff_factor, std::int64_t growth_interval) {
-  // What you have: scale and growth_tracker (read and written); found_inf; growth_factor,
-  // backoff_factor, growth_interval; std::isfinite; static_cast<double>, static_cast<float>.
-  // TODO(task1) BEGIN: one update() of chapter §4's state machine (the rule of
-  // amp/scaling.h) with PyTorch's arithmetic: a new scale is the product computed in double
-  // and rounded once to float; a grown scale is kept only if finite; the tracker restarts
-  // whenever the scale changes or a growth is refused. §4's worked sequence is the test
+  // What you have: backoff_factor, found_inf, growth_factor, growth_interval (this step's
+  // inputs); scale and growth_tracker (read and written); static_cast<double>,
+  // static_cast<float>; std::isfinite.
+  // TODO(task1) BEGIN: one update() of chapter §4's state machine (the rule amp/scaling.h
+  // states), on host values: scale (float) and growth_tracker (int32, the clean steps in a
+  // row) are updated in place. PyTorch's arithmetic: a new scale is a product computed in
+  // double and rounded once to float; the scale never becomes inf (a growth whose result
+  // is not finite is refused); the tracker restarts whenever the scale changes or a growth
+  // is refused. Tested: §4's worked sequence, alone and inside GradScaler; a scale near the
+  // float maximum; factors that are not powers of two. Stuck: tools/hint 08 1
   // (about 12 lines).
   MGPU_FAIL("TODO(task1): update_scale is not written yet "
             "(lessons/08_mixed_precision/scale_update.cpp); called with scale ", scale,

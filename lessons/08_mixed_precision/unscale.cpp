@@ -17,17 +17,21 @@ void GradScaler::unscale_(optim::Optimizer& optimizer) {
   if (!options_.enabled) return;
   check_scale_initialized("unscale_");  // throws before the first scale()
   OptimizerState& state = optimizer_state(optimizer);
-  // What you have: state.stage (Stage::ready, unscaled, stepped), state.found_inf_per_device
-  // (device string -> flag); scale_; group_; unscale_grads_(optimizer, inv_scale,
-  // allow_fp16) -> one found_inf flag per device; flag.item() reads a flag on the host;
-  // Tensor::full({}, v, DType::f32, device); group_->all_reduce(t, dist::ReduceOp::max).wait();
-  // group_->device().
-  // TODO(task2) BEGIN: chapter §4's unscale_ and §5's one decision for all ranks: every
-  // gradient multiplied by 1/S computed in double and rounded once to float, f16 gradients
-  // refused; found_inf_per_device says whether any was inf or NaN, and with a group_ it is
-  // one flag, on group_->device() under its str(), the same on every rank; the stage becomes
-  // unscaled. A second unscale_, or one after step, throws with PyTorch's message (§4)
-  // (about 15 lines).
+  // What you have: members: group_ (the ProcessGroup to agree over, or null), scale_ (S, a
+  // float); state.found_inf_per_device (device string -> f32 {} flag), state.stage
+  // (Stage::ready, unscaled, stepped). Functions: group_->all_reduce(t, dist::ReduceOp) ->
+  // dist::Work (in place; wait()), group_->device(); inverse_scale(scale) (scaling.h);
+  // t.item() (a {} tensor's value on the host); Tensor::full(shape, v, dtype, device);
+  // unscale_grads_(optimizer, inv_scale, allow_fp16) -> one found_inf flag per device.
+  // TODO(task2) BEGIN: chapter §4's unscale_ and §5's one decision for all ranks. Afterwards
+  // every gradient of the optimizer has been multiplied by 1/S (computed in double, rounded
+  // once to float), f16 gradients refused; state.found_inf_per_device says whether any
+  // gradient was inf or NaN: per device without a group_; with one, a single f32 {} flag
+  // under group_->device().str(), the same on every rank and set if any rank found one,
+  // agreed with exactly one collective whether or not any did; the stage is unscaled.
+  // Misuse throws PyTorch's words (§4): a second unscale_ before update() "unscale_() has
+  // already been called on this optimizer since the last update()", one after step()
+  // "unscale_() is being called after step()". Stuck: tools/hint 08 2 (about 15 lines).
   MGPU_FAIL("TODO(task2): GradScaler::unscale_ is not written yet "
             "(lessons/08_mixed_precision/unscale.cpp); optimizer ", optimizer.describe(),
             ", scale ", scale_, ", stage ", static_cast<int>(state.stage), ", ",

@@ -3,8 +3,8 @@
 // DDP launches each bucket's all-reduce while backward still runs. What costs time is only
 // the communication that nothing computes under: the part of the buckets' time that lies
 // outside backward. Buckets can be in flight together (the group works on several, or a
-// timeline records a launch before the previous one finished), so first merge the
-// intervals into their union: two buckets in flight at once are one stretch of busy link.
+// timeline records a launch before the previous one finished), so what counts is the
+// intervals' union: two buckets in flight at once are one stretch of busy link.
 #include <algorithm>
 
 #include "mgpu/perf/time_cost.h"
@@ -19,13 +19,15 @@ CommSplit split_communication(const std::vector<Interval>& buckets, Interval com
                "'s all-reduce ends (", buckets[k].end, ") before it begins (",
                buckets[k].begin, ")");
   CommSplit split;
-  // What you have: buckets (Interval {begin, end}, length(); in any order, possibly
-  // overlapping, nested or touching); compute; split.busy_s, hidden_s, exposed_s;
-  // std::sort, std::min, std::max.
-  // TODO(task1) BEGIN: chapter §2's split (time_cost.h's example is a test): busy_s the
-  // length of the union of the buckets' intervals (time two buckets share counts once),
-  // hidden_s the length of that union's intersection with `compute`, exposed_s the rest of
-  // busy_s. No buckets: all zero (about 20 lines).
+  // What you have: buckets (Intervals {begin, end} with length(), one per bucket's
+  // all-reduce); compute (the window, an Interval); split (CommSplit: busy_s, exposed_s,
+  // hidden_s, all 0 now); std::max, std::min, std::sort.
+  // TODO(task1) BEGIN: chapter §2's busy, hidden and exposed time of the buckets against
+  // the compute window, in seconds: time during which two buckets were in flight at once
+  // counts once; exposed_s = busy_s - hidden_s. The buckets come in any order and may
+  // overlap, nest or touch, be empty, and lie partly or wholly outside the window; no
+  // buckets: all zero. time_cost.h's example is one of the tests. Stuck: tools/hint 09 1
+  // (about 20 lines).
   throw Error("TODO(task1): split_communication is not written yet (lessons/09_time_cost/exposed.cpp)");
   // TODO(task1) END
   return split;

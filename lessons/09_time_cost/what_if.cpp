@@ -19,10 +19,11 @@ AlphaBeta effective_link(const Hardware& hw) {
              hw.nodes, " nodes but no network bandwidth (inter_bw > 0)");
   AlphaBeta link;
   // What you have: hw (Hardware: nodes, intra_busbw, intra_latency_s, inter_bw,
-  // inter_latency_s); link (AlphaBeta: alpha, seconds per message; beta, seconds per
-  // byte); std::min, std::max.
-  // TODO(task4) BEGIN: chapter §5's one (α, β) for the whole ring: a ring goes at the pace
-  // of its slowest hop, and it crosses the network only when there are several nodes
+  // inter_latency_s; bandwidths in bytes/s); link (AlphaBeta: alpha, seconds per message;
+  // beta, seconds per byte); std::max, std::min.
+  // TODO(task4) BEGIN: chapter §5's effective link: the one (α, β) that describes a ring
+  // over all of hw's ranks, a ring that goes at the pace of its slowest hop; on one node
+  // the ring never crosses the network (inter_bw may be 0 there). Stuck: tools/hint 09 4
   // (about 6 lines).
   throw Error("TODO(task4): effective_link is not written yet (lessons/09_time_cost/what_if.cpp)");
   // TODO(task4) END
@@ -32,13 +33,14 @@ AlphaBeta effective_link(const Hardware& hw) {
 WhatIf what_if(const Workload& w, const Hardware& hw, std::int64_t batch_per_rank) {
   WhatIf out;
   // What you have: w (w.bucket_bytes: the buckets' sizes), hw (hw.ranks()),
-  // batch_per_rank; effective_link(hw); predict_step(w, batch, ranks, link) (task 3); out
-  // (WhatIf: link, step, efficiency, bottleneck).
+  // batch_per_rank; out (WhatIf: bottleneck, efficiency, link, step); effective_link(hw)
+  // (above); predict_step(w, batch, ranks, link) (task 3); ring_allreduce_seconds(link,
+  // bytes, p).
   // TODO(task4) BEGIN: chapter §5's verdict on hw: its link, the step predicted on all of
-  // its ranks, the weak-scaling efficiency against the same workload on one rank, and the
-  // bottleneck, "compute", "latency" or "bandwidth", by §5's rules (the latency and
-  // bandwidth terms are those of §4's ring formula, summed over the buckets)
-  // (about 15 lines).
+  // its ranks, the weak-scaling efficiency against the same workload and batch per rank on
+  // one rank, and the bottleneck, "compute", "latency" or "bandwidth", by §5's rules (the
+  // latency and bandwidth terms are those of §4's ring formula, summed over the buckets).
+  // Stuck: tools/hint 09 4 (about 15 lines).
   (void)w;
   (void)hw;
   (void)batch_per_rank;

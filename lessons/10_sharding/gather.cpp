@@ -10,16 +10,18 @@ namespace mgpu::parallel {
 // Starts the all-gather of full_ from every rank's master shard; returns at once.
 void ShardedUnit::start_gather() {
   MGPU_CHECK(state_ != UnitState::gathering, "unit ", index_, ": an all-gather is already in flight");
-  // What you have: full_ [U] (compute dtype) and its storage(): holds_memory(),
-  // reallocate(), release(); own_chunk(t) (this rank's [S] view of a [U] tensor);
-  // shard_->value (the fp32 [S] master shard); t.shares_storage(u); cast_(dst, src);
+  // What you have: members: full_ [U] (compute dtype), gather_work_, shard_->value (the
+  // fp32 [S] master shard), state_ (UnitState). Functions: cast_(dst, src) (copy with dtype
+  // conversion); full_.storage(): holds_memory(), reallocate(), release();
   // group_.all_gather(out, in) -> dist::Work (out gets every rank's in, rank 0's first; in
-  // may be out's own chunk); log(op, buffer, work); gather_work_; state_ (UnitState).
-  // TODO(task2) BEGIN: START chapter §4's all-gather (do not wait for it): once it completes,
-  // full_, in memory of its own again if stage 3 released it, holds every rank's master
-  // shard in the compute dtype, rank r's in chunk r. This rank's chunk is written only when
-  // it is not the master shard itself (fp32 at stages 1-2 share it). Logged as "all-gather";
-  // state_ says it is in flight (about 8 lines).
+  // may be out's own chunk); log(op, buffer, work); own_chunk(t) (this rank's [S] view of a
+  // [U] tensor); t.shares_storage(u).
+  // TODO(task2) BEGIN: START chapter §4's all-gather and return without waiting for it:
+  // once it completes, full_, in memory of its own again if stage 3 released it, holds
+  // every rank's master shard in the compute dtype, rank r's in chunk r, and every
+  // parameter's view sees it. This rank's chunk is written only when it is not the master
+  // shard itself (fp32 at stages 1-2 share it). Logged as "all-gather"; state_ says it is
+  // in flight. Stuck: tools/hint 10 2 (about 8 lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::start_gather is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END
@@ -29,7 +31,8 @@ void ShardedUnit::start_gather() {
 void ShardedUnit::wait_gather() {
   MGPU_CHECK(state_ == UnitState::gathering, "unit ", index_, ": wait_gather without start_gather");
   // What you have: gather_work_ (a dist::Work: wait()); state_.
-  // TODO(task2) BEGIN: afterwards the all-gather is complete and state_ says so (2 lines).
+  // TODO(task2) BEGIN: afterwards the all-gather is complete and state_ says so. Stuck:
+  // tools/hint 10 2 (2 lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::wait_gather is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END
@@ -40,9 +43,9 @@ void ShardedUnit::free_full() {
   MGPU_CHECK(state_ != UnitState::gathering, "unit ", index_, ": free_full while gathering");
   // What you have: full_.storage()->release() (frees the memory, keeps the Storage object
   // and so every view of it); state_.
-  // TODO(task2) BEGIN: chapter §4's "free": full_'s memory goes back while the views the
-  // layers' saved contexts hold stay valid objects; state_ says the unit is sharded (2
-  // lines).
+  // TODO(task2) BEGIN: chapter §4's "free": full_'s memory goes back to the allocator while
+  // the views the layers' saved contexts hold stay valid objects; state_ says the unit is
+  // sharded. Stuck: tools/hint 10 2 (2 lines).
   MGPU_FAIL("TODO(task2): ShardedUnit::free_full is not written yet "
             "(lessons/10_sharding/gather.cpp); called for unit ", index_);
   // TODO(task2) END

@@ -17,12 +17,14 @@ ColumnParallelLinear::ColumnParallelLinear(nn::Linear& full, dist::ProcessGroup&
       full_out_(full.out_features()) {
   to(full.dtype());
   to(full.device());
-  // What you have: full (the unsplit Linear: weight(), bias(), has_bias()); range_ (this
-  // rank's output features); take_rows(t, range) (a copy); t.slice(begin, end);
-  // copy_(dst, src) (mgpu/copy.h); this layer's weight(), bias(), has_bias().
+  // What you have: full (the unsplit Linear: bias(), has_bias(), weight()); range_ (this
+  // rank's output features); this layer's bias(), has_bias(), weight(). Functions:
+  // copy_(dst, src) (mgpu/copy.h); t.slice(begin, end) (rows, a view); take_columns(t,
+  // range), take_rows(t, range) (copies).
   // TODO(task3) BEGIN: chapter §1's column cut: this layer's parameters hold the full
   // layer's values for the output features range_ (weight [out_r, in]; bias [out_r] when
-  // there is one), written into the tensors they already are (about 3 lines).
+  // there is one), written into the tensors they already are. Stuck: tools/hint 11 3
+  // (about 3 lines).
   MGPU_FAIL("TODO(task3): ColumnParallelLinear's constructor is not written yet "
             "(lessons/11_tensor_parallel/column_parallel.cpp); rows [", range_.begin, ", ",
             range_.end, ") of ", full.describe());
@@ -32,9 +34,10 @@ ColumnParallelLinear::ColumnParallelLinear(nn::Linear& full, dist::ProcessGroup&
 Tensor ColumnParallelLinear::forward(const Tensor& x) {
   // What you have: f_ (f: forward, backward); nn::Linear::forward(x) (the shard's own
   // Linear; in training it keeps x for its backward).
-  // TODO(task3) BEGIN: chapter §1's column-parallel forward, f first (§2): x [N, in], the
-  // same on every rank -> y_r [N, out_r], this rank's columns of y; no collective, one
-  // saved context per call (1 line).
+  // TODO(task3) BEGIN: chapter §1's column-parallel forward, with §2's f where the ranks
+  // meet: x [N, in], the same on every rank -> y_r [N, out_r], this rank's columns of y;
+  // no collective; one saved context per call, so that two forwards can be followed by
+  // their two backwards. Stuck: tools/hint 11 3 (1 line).
   MGPU_FAIL("TODO(task3): ColumnParallelLinear::forward is not written yet "
             "(lessons/11_tensor_parallel/column_parallel.cpp); input ", x.str());
   // TODO(task3) END
@@ -44,8 +47,8 @@ Tensor ColumnParallelLinear::backward(const Tensor& grad_out) {
   // What you have: f_; nn::Linear::backward(dy) (accumulates the shard's weight and bias
   // gradients and returns this rank's term of dx).
   // TODO(task3) BEGIN: chapter §1's column-parallel backward: dy_r [N, out_r] -> the whole
-  // dx [N, in] on every rank, this rank's parameter gradients accumulated; one collective
-  // (1 line).
+  // dx [N, in] on every rank, this rank's parameter gradients accumulated; one collective.
+  // Stuck: tools/hint 11 3 (1 line).
   MGPU_FAIL("TODO(task3): ColumnParallelLinear::backward is not written yet "
             "(lessons/11_tensor_parallel/column_parallel.cpp); gradient ", grad_out.str());
   // TODO(task3) END

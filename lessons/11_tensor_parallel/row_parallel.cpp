@@ -33,13 +33,14 @@ RowParallelLinear::RowParallelLinear(nn::Linear& full, dist::ProcessGroup& group
   if (has_replicated_bias_) bias_ = register_parameter("bias", Tensor::zeros({full.out_features()}));
   to(full.dtype());
   to(full.device());
-  // What you have: full (weight(), bias(), has_bias()); range_ (this rank's input
-  // features); take_columns(t, range) (a copy); copy_(dst, src); weight();
-  // has_replicated_bias_, replicated_bias().
+  // What you have: full (bias(), has_bias(), weight()); range_ (this rank's input
+  // features); has_replicated_bias_, replicated_bias(), weight(). Functions: copy_(dst,
+  // src); t.slice(begin, end) (rows, a view); take_columns(t, range), take_rows(t, range)
+  // (copies).
   // TODO(task4) BEGIN: chapter §1's row cut: the weight holds the full weight's columns for
   // the input features range_ ([out, in_r]); the bias, when the full layer has one, is
-  // whole and the same on every rank; both written into the tensors they already are
-  // (about 3 lines).
+  // whole and the same on every rank; both written into the tensors they already are.
+  // Stuck: tools/hint 11 4 (about 3 lines).
   MGPU_FAIL("TODO(task4): RowParallelLinear's constructor is not written yet "
             "(lessons/11_tensor_parallel/row_parallel.cpp); columns [", range_.begin, ", ",
             range_.end, ") of ", full.describe());
@@ -47,24 +48,27 @@ RowParallelLinear::RowParallelLinear(nn::Linear& full, dist::ProcessGroup& group
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
-  // What you have: g_ (g: forward, backward); nn::Linear::forward(x) (the shard's Linear,
-  // built without a bias); add_rowwise_(y, v) (v added to every row of y);
-  // has_replicated_bias_, replicated_bias().
+  // What you have: g_ (g: forward, backward); has_replicated_bias_, replicated_bias();
+  // nn::Linear::forward(x) (the shard's Linear, built without a bias). Functions:
+  // add_rowwise_(y, v) (v added to every row of y).
   // TODO(task4) BEGIN: chapter §1's row-parallel forward (§3's second layer): x_r [N, in_r],
   // this rank's columns of the input -> the whole y = x Wᵀ + b [N, out], the same on every
-  // rank, with the bias counted once, not P times; one collective (about 4 lines).
+  // rank, with the bias counted once, not P times; one collective. Stuck: tools/hint 11 4
+  // (about 4 lines).
   MGPU_FAIL("TODO(task4): RowParallelLinear::forward is not written yet "
             "(lessons/11_tensor_parallel/row_parallel.cpp); input ", x.str());
   // TODO(task4) END
 }
 
 Tensor RowParallelLinear::backward(const Tensor& grad_out) {
-  // What you have: g_; nn::Linear::backward(dy) (accumulates the weight's gradient and
-  // returns this rank's dx_r); sum(t, dim); add_to_grad(p, contribution) (above: adds to
-  // p.grad and fires p's grad-ready hooks, which DDP listens to).
+  // What you have: g_; has_replicated_bias_, replicated_bias(); nn::Linear::backward(dy)
+  // (accumulates the weight's gradient and returns this rank's dx_r). Functions:
+  // add_to_grad(p, contribution) (above: adds to p.grad and fires p's grad-ready hooks,
+  // which DDP listens to); sum(t, dim).
   // TODO(task4) BEGIN: chapter §1's row-parallel backward: dy [N, out], whole on every
   // rank -> dx_r [N, in_r]; the weight's and the bias's gradients accumulated, the bias's
-  // the same on every rank and announced to its hooks; no collective (about 3 lines).
+  // the same on every rank and announced to its hooks; no collective. Stuck:
+  // tools/hint 11 4 (about 3 lines).
   MGPU_FAIL("TODO(task4): RowParallelLinear::backward is not written yet "
             "(lessons/11_tensor_parallel/row_parallel.cpp); gradient ", grad_out.str());
   // TODO(task4) END

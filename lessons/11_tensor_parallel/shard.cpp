@@ -14,10 +14,10 @@ ShardRange shard_range(std::int64_t total, int parts, int index) {
              " does not exist (shards are 0..", parts - 1, ")");
   ShardRange r;
   // What you have: total, parts, index; r (ShardRange: begin, end, size()); std::min.
-  // TODO(task1) BEGIN: shard `index` of chapter §4's cut (torch.tensor_split's rule): the
-  // shards, in index order, tile [0, total) without gap or overlap, their sizes differ by
-  // at most one and the longer ones come first; 10 over 3 is [0, 4) [4, 7) [7, 10)
-  // (about 4 lines).
+  // TODO(task1) BEGIN: shard `index` of chapter §4's cut (torch.tensor_split's rule), as
+  // [r.begin, r.end): the shards, in index order, tile [0, total) without gap or overlap,
+  // their sizes differ by at most one and the longer ones come first; 10 over 3 is [0, 4)
+  // [4, 7) [7, 10). Stuck: tools/hint 11 1 (about 4 lines).
   MGPU_FAIL("TODO(task1): shard_range is not written yet (lessons/11_tensor_parallel/shard.cpp); "
             "shard ", index, " of ", parts, " over ", total, " features");
   // TODO(task1) END
@@ -36,7 +36,7 @@ GridPosition grid_position(int world, int tp, int rank) {
   // tensor-parallel groups are blocks of tp consecutive world ranks: its rank inside each
   // of its two groups and both groups' members. Every rank is in one group of each kind,
   // and its two groups meet in it alone; world 4, tp 2: rank 3 is tp_rank 1, dp_rank 1,
-  // tp_group {2, 3}, dp_group {1, 3} (about 6 lines).
+  // tp_group {2, 3}, dp_group {1, 3}. Stuck: tools/hint 11 1 (about 6 lines).
   MGPU_FAIL("TODO(task1): grid_position is not written yet (lessons/11_tensor_parallel/shard.cpp); "
             "rank ", rank, " of ", world, " with tp ", tp);
   // TODO(task1) END

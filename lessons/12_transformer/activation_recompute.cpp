@@ -7,28 +7,32 @@
 namespace mgpu::nn {
 
 Tensor Block::forward_full(const Tensor& x) {
-  // What you have: x (the block's input, [B, T, C]); forward_plain(x) (both residual
-  // branches; each child keeps its context when it is in training mode); children() (each
-  // child's local name and its std::shared_ptr<Module>); Module::train() and eval() (a
-  // child in eval mode keeps nothing; a Block's children compute the same either way);
-  // keep_input(x) (keeps x, and the autocast region it ran in, for forward_kept()).
+  // What you have: x (the block's input, [B, T, C]). The block's members: children() (each
+  // child's local name and its std::shared_ptr<Module>); forward_plain(x) (both residual
+  // branches; each child keeps its context when it is in training mode); keep_input(x)
+  // (keeps x, and the autocast region it ran in, for forward_kept()). Any Module's:
+  // eval(); is_training(); saved_forwards(); train(on = true) (each sets the module and
+  // all its children; a child in eval mode keeps nothing; a Block's children compute the
+  // same either way).
   // TODO(task3) BEGIN: chapter §5, task 3, full: the block's output, the same bits as
   // forward_plain(x) gives, while no child keeps anything for backward (every child's
   // saved_forwards() is what it was before); the block keeps x instead, one per forward,
-  // and leaves every child in training mode, even when a child throws (about 8 lines).
+  // and leaves every child in training mode, even when a child throws. Stuck:
+  // tools/hint 12 3 (about 8 lines).
   MGPU_FAIL("TODO(task3): Block::forward_full is not written yet "
             "(lessons/12_transformer/activation_recompute.cpp); input ", x.str());
   // TODO(task3) END
 }
 
 Tensor Block::backward_full(const Tensor& grad_out) {
-  // What you have: grad_out (dL/d(output), [B, T, C]); forward_kept() (takes back the
-  // newest input keep_input() kept and runs forward_plain on it again, in its autocast
-  // region: in training mode every child keeps its context); backward_plain(grad_out) (the
-  // children's backward, from their contexts, newest first).
+  // What you have: grad_out (dL/d(output), [B, T, C]). The block's members:
+  // backward_plain(grad_out) (the children's backward, from their contexts, newest first);
+  // forward_kept() (takes back the newest input keep_input() kept and runs forward_plain on
+  // it again, in its autocast region: in training mode every child keeps its context);
+  // forward_plain(x); keep_input(x).
   // TODO(task3) BEGIN: chapter §5, task 3, full: dL/dx and every parameter gradient of the
   // block, the same bits as without recomputation; nothing of this forward stays kept
-  // when it returns (about 2 lines).
+  // when it returns. Stuck: tools/hint 12 3 (about 2 lines).
   MGPU_FAIL("TODO(task3): Block::backward_full is not written yet "
             "(lessons/12_transformer/activation_recompute.cpp); gradient ", grad_out.str());
   // TODO(task3) END
@@ -40,7 +44,8 @@ AttentionGrads CausalSelfAttention::backward_selective(const Tensor& grad_y, con
   // (task 1); causal_attention_backward(grad_y, q, k, v, probs) (task 2).
   // TODO(task3) BEGIN: chapter §5, task 3, attn (selective recomputation): the gradients
   // of q, k and v, the same bits as when the forward kept its probabilities; the
-  // probabilities live only while this function runs (about 3 lines).
+  // probabilities live only while this function runs. Stuck: tools/hint 12 3
+  // (about 3 lines).
   MGPU_FAIL("TODO(task3): CausalSelfAttention::backward_selective is not written yet "
             "(lessons/12_transformer/activation_recompute.cpp); q ", s.q.str(),
             ", gradient ", grad_y.str());

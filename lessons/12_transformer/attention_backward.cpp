@@ -13,14 +13,16 @@ AttentionGrads causal_attention_backward(const Tensor& grad_y, const Tensor& q, 
   check_same_shape("causal_attention_backward", grad_y, q);
   AttentionGrads g;
   // What you have: grad_y = dL/dy, q, k, v ([BH, T, D]); probs = p ([BH, T, T], the
-  // forward's, masked entries 0); g (AttentionGrads: dq, dk, dv, each [BH, T, D]);
-  // matmul_batched(a, b, trans_a, trans_b); scale_(t, alpha); softmax_backward(dL/dp, p)
-  // -> dL/dscores (masked entries get 0).
-  // TODO(task2) BEGIN: chapter §3, task 2: the chain rule through y = p v, p = softmax(s)
-  // and s = q kᵀ / √D, each head on its own. Invariants: dv[h, s] gathers dL/dy from every
-  // t >= s (the rows that saw s); a masked score gets no gradient, so dk and dv at the
-  // last position come from the last row only; every gradient matches central finite
-  // differences in f64. Output g.dq, g.dk, g.dv (about 7 lines).
+  // forward's, masked entries 0); g (AttentionGrads: dq, dk, dv, each [BH, T, D]); from
+  // mgpu/ops.h: matmul_batched(a, b, trans_a, trans_b); mul(a, b) (elementwise); scale(t,
+  // alpha) and scale_(t, alpha) (in place); softmax_backward(dL/dp, p) -> dL/dscores
+  // (masked entries get 0).
+  // TODO(task2) BEGIN: chapter §3, task 2: the gradients of task 1's core with respect to
+  // q, k and v (§3's chain rule), each head on its own, from dL/dy and what the forward
+  // kept. Invariants: dv[h, s] gathers dL/dy from every t >= s (the rows that saw s); a
+  // masked score gets no gradient, so dk and dv at the last position come from the last
+  // row only; every gradient matches central finite differences in f64. Output g.dq, g.dk,
+  // g.dv. Stuck: tools/hint 12 2 (about 7 lines).
   (void)grad_y, (void)probs;
   MGPU_FAIL("TODO(task2): causal_attention_backward is not written yet "
             "(lessons/12_transformer/attention_backward.cpp); q ", q.str());

@@ -12,15 +12,17 @@ Tensor causal_attention(const Tensor& q, const Tensor& k, const Tensor& v, Tenso
   detail::check_attention_operands("causal_attention", q, k, v);
   Tensor y;
   // What you have: q, k, v ([BH, T, D], one dtype and device; D = q.size(2)); probs (null,
-  // or where the caller wants the probabilities); matmul_batched(a, b, trans_a, trans_b)
-  // -> [BH, M, N] (one product per head, op(a[i]) op(b[i])); scale_(t, alpha) (in place);
-  // softmax(t, causal) (over the last axis, stable; with causal = true row t of a [.., T, T]
-  // tensor sees columns 0..t only, the rest get exactly 0).
-  // TODO(task1) BEGIN: chapter §3, task 1: y[h, t] = Σ_{s<=t} p[h, t, s] v[h, s], where
-  // p[h, t, ·] = softmax over s <= t of q[h, t]·k[h, s] / √D. Invariants: position t never
-  // sees a later position (changing k or v at s > t leaves y[·, t] unchanged); each row of
-  // p sums to 1; large scores (|q·k| of 1e4) give finite values. Output y [BH, T, D]; and,
-  // when probs is not null, *probs = p [BH, T, T], masked entries exactly 0 (about 5 lines).
+  // or where the caller wants the probabilities); from mgpu/ops.h: matmul_batched(a, b,
+  // trans_a, trans_b) -> [BH, M, N] (one product per head, op(a[i]) op(b[i])); permute(t,
+  // dims); scale(t, alpha) (a new tensor) and scale_(t, alpha) (in place); softmax(t,
+  // causal) (over the last axis, stable; with causal = true row t of a [.., T, T] tensor
+  // sees columns 0..t only, the rest get exactly 0).
+  // TODO(task1) BEGIN: chapter §3, task 1: the causal attention core of §3's three lines,
+  // every one of the BH heads on its own. Invariants: position t never sees a later
+  // position (changing k or v at s > t leaves y[·, t] unchanged); each row of p sums to 1;
+  // large scores (|q·k| of 1e4) give finite values. Output y [BH, T, D]; and, when probs is
+  // not null, *probs = p [BH, T, T], the probabilities, masked entries exactly 0. Stuck:
+  // tools/hint 12 1 (about 5 lines).
   (void)probs;
   MGPU_FAIL("TODO(task1): causal_attention is not written yet "
             "(lessons/12_transformer/attention_forward.cpp); q ", q.str());

@@ -7,11 +7,14 @@
 namespace mgpu::parallel::tp {
 
 ShardRange head_shard(std::int64_t n_head, int tp, int rank) {
-  // What you have: n_head, tp (the group's size), rank (0 <= rank < tp); shard_range(total,
-  // parts, index) (lesson 11: an even split is [index·total/parts, (index+1)·total/parts)).
-  // TODO(task1) BEGIN: chapter §1: the heads [begin, end) this rank owns, n_head / tp of
-  // them, in rank order. A head count tp does not divide is one clear error (MGPU_CHECK,
-  // naming both numbers and "heads do not split") — never a silently uneven split
+  // What you have: n_head, tp (the group's size), rank (0 <= rank < tp); ShardRange{begin,
+  // end}; shard_range(total, parts, index) (lesson 11's split of total features over
+  // parts, torch.tensor_split's rule); MGPU_CHECK(condition, message parts...) and
+  // MGPU_FAIL(message parts...) (throw mgpu::Error).
+  // TODO(task1) BEGIN: chapter §1's cut by heads: the heads [begin, end) this rank owns,
+  // n_head / tp whole heads; the ranks' ranges, in rank order, cover 0..n_head-1 once. A
+  // head count tp does not divide is refused, never split unevenly: an mgpu::Error whose
+  // message names both numbers and contains "heads do not split". Stuck: tools/hint 13 1
   // (about 4 lines).
   MGPU_FAIL("TODO(task1): head_shard is not written yet (lessons/13_tp_sp/head_split.cpp); ",
               n_head, " heads over ", tp, " ranks, rank ", rank);
@@ -28,13 +31,15 @@ Tensor qkv_head_rows(const Tensor& full, ShardRange heads, std::int64_t head_dim
   Shape shape = full.shape();
   shape[0] = 3 * width;
   Tensor out = Tensor::empty(shape, full.dtype(), full.device());
-  // What you have: full ([3C] or [3C, in]: q's C rows, then k's, then v's; head h's rows
-  // of a part are [h·D, (h+1)·D) inside it); heads, head_dim = D; C, width (= its heads'
-  // rows per part); out [3·width, ...]; t.slice(begin, end) (rows, a view);
-  // copy_(dst, src) (mgpu/copy.h).
+  // What you have: full ([3C] or [3C, in]: chapter §1's fused layout, q's C rows, then k's,
+  // then v's, each part its heads one after another, D rows a head); heads, head_dim = D;
+  // C, width (= its heads' rows per part); out [3·width, ...]; copy_(dst, src)
+  // (mgpu/copy.h); t.reshape(shape), t.slice(begin, end) (rows along dim 0) and
+  // t.view(offset, shape) (views of the same values).
   // TODO(task1) BEGIN: chapter §1's head cut: out holds this rank's q rows, then its k
   // rows, then its v rows (the layout ParallelSelfAttention reads as [3, H/P, D]), the
-  // full layer's values for heads [heads.begin, heads.end) (about 5 lines).
+  // full layer's values for heads [heads.begin, heads.end). Stuck: tools/hint 13 1
+  // (about 5 lines).
   MGPU_FAIL("TODO(task1): qkv_head_rows is not written yet (lessons/13_tp_sp/head_split.cpp); ",
               "heads [", heads.begin, ", ", heads.end, ") of ", full.str(), " (C = ", C, ", ",
               width, " rows of each part)");

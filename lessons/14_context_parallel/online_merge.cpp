@@ -21,12 +21,12 @@ void merge_partial(PartialAttention& acc, const PartialAttention& part) {
   // acc.lse.data<double>() (acc's out [rows, D] and lse [rows], written in place);
   // part.out.data<double>(), part.lse.data<double>() (read only); std::exp, std::log,
   // std::max; -inf is std::numeric_limits<double>::infinity() negated.
-  // TODO(task1) BEGIN: chapter §2: for each row, the lse of the union and the out of the
-  // union. Invariants: out of the union = the two outs weighted by their share of the
-  // union's denominator (exp(lse_a - lse), exp(lse_b - lse), summing to 1); a side with
-  // lse = -inf (no key seen) changes nothing, and both sides -inf stay -inf with out 0 (no
-  // NaN); no exp of a positive number (scores of 1e4 stay finite); merging in any order
-  // and any grouping gives the same result up to rounding (about 12 lines).
+  // TODO(task1) BEGIN: chapter §2's merge: for each row, acc becomes the (out, lse) of the
+  // union of its keys and part's, as if attention had seen them all at once (the merged
+  // lse equals the union's). Invariants: a side with lse = -inf (no key seen) changes
+  // nothing, and both sides -inf stay -inf with out 0 (no NaN); no exp of a positive
+  // number (scores of 1e4 stay finite); merging in any order and any grouping gives the
+  // same result up to rounding. Stuck: tools/hint 14 1 (about 12 lines).
   MGPU_FAIL("TODO(task1): merge_partial is not written yet (lessons/14_context_parallel/online_merge.cpp); ",
             rows, " rows of ", D, " values");
   // TODO(task1) END

@@ -14,10 +14,12 @@ GridCoords grid_coords(const GridShape& shape, int rank) {
   MGPU_CHECK(rank >= 0 && rank < shape.size(), "grid_coords: rank ", rank, " is not in ",
              shape.str(), " (ranks 0..", shape.size() - 1, ")");
   GridCoords c;
-  // What you have: shape (dp, tp, pp, cp; size()), rank; c (GridCoords: dp, tp, pp, cp).
-  // TODO(task1) BEGIN: chapter §1's order: TP innermost (a TP group is TP consecutive
-  // ranks), then CP, then DP, then PP outermost. Each coordinate in [0, extent);
-  // DP 2 x TP 2 x PP 2: rank 6 is dp 1, tp 0, pp 1, cp 0 (about 4 lines).
+  // What you have: shape (its extents cp, dp, pp, tp; extent(axis); size()), rank; c
+  // (GridCoords: cp, dp, pp, tp).
+  // TODO(task1) BEGIN: chapter §1's numbering: rank's place in the grid, TP innermost (a
+  // TP group is TP consecutive ranks), then CP, then DP, then PP outermost. Each
+  // coordinate in [0, extent); DP 2 x TP 2 x PP 2: rank 6 is dp 1, tp 0, pp 1, cp 0.
+  // Stuck: tools/hint 15 1 (about 4 lines).
   MGPU_FAIL("TODO(task1): grid_coords is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
             "rank ", rank, " of ", shape.str());
   // TODO(task1) END
@@ -30,7 +32,9 @@ int grid_rank(const GridShape& shape, const GridCoords& coords) {
              "grid_rank: (dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp, ", cp ",
              coords.cp, ") is outside ", shape.str());
   // What you have: shape, coords (each inside the grid).
-  // TODO(task1) BEGIN: the rank at coords, the inverse of grid_coords (1 line).
+  // TODO(task1) BEGIN: the rank at coords, the inverse of grid_coords:
+  // grid_coords(shape, grid_rank(shape, c)) == c for every c of the grid. Stuck:
+  // tools/hint 15 1 (1 line).
   MGPU_FAIL("TODO(task1): grid_rank is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
             "(dp ", coords.dp, ", tp ", coords.tp, ", pp ", coords.pp, ", cp ", coords.cp, ") in ",
             shape.str());
@@ -40,11 +44,13 @@ int grid_rank(const GridShape& shape, const GridCoords& coords) {
 std::vector<int> axis_group(const GridShape& shape, Axis axis, int rank) {
   const GridCoords me = grid_coords(shape, rank);
   std::vector<int> members;
-  // What you have: me (rank's place), shape.extent(axis); grid_rank(shape, coords);
-  // GridCoords' fields dp, tp, pp, cp; axis is Axis::tp, Axis::dp, Axis::pp or Axis::cp.
+  // What you have: axis (Axis::cp, Axis::dp, Axis::pp or Axis::tp); members; me (rank's
+  // place, GridCoords' fields cp, dp, pp, tp); grid_coords(shape, rank); grid_rank(shape,
+  // coords); shape.extent(axis).
   // TODO(task1) BEGIN: chapter §1's groups: the ranks that share rank's other three
   // coordinates, in ascending order (coordinate i along the axis is group rank i), as many
-  // as the extent along the axis; rank itself among them (about 9 lines).
+  // as the extent along the axis; rank itself among them. Stuck: tools/hint 15 1
+  // (about 9 lines).
   MGPU_FAIL("TODO(task1): axis_group is not written yet (lessons/15_3d_parallel/grid_coords.cpp); ",
             axis_name(axis), " group of rank ", rank, " (dp ", me.dp, ", tp ", me.tp, ", pp ",
             me.pp, ", cp ", me.cp, ") in ", shape.str());

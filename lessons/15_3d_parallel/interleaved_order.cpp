@@ -14,14 +14,17 @@ std::vector<PipeOp> interleaved_order(int p, int v, int m, int rank) {
              "groups of p = ", p, " (the interleaved schedule runs each chunk on p micro-batches ",
              "at a time: make m a multiple of the pipeline ranks)");
   std::vector<PipeOp> order;
-  // What you have: p, v, m, rank; PipeOp{pass, micro, chunk}; Pass::forward, Pass::backward.
-  // TODO(task2) BEGIN: chapter §3's order. Number this rank's m·v forwards k = 0, 1, ...:
-  // forward k is micro-batch (k / (p·v))·p + k % p through chunk (k % (p·v)) / p, and its
-  // backward k the same micro-batch through chunk v - 1 - (k % (p·v)) / p. Warm-up:
-  // min(2(p - 1 - rank) + (v - 1)·p, m·v) forwards; steady state: forward, backward,
-  // forward, ... (the next forward, then the oldest backward) until no forward is left;
-  // cool-down: the remaining backwards. Every op once; on each chunk a micro-batch's
-  // forward before its backward (about 20 lines).
+  // What you have: p, v, m, rank; order; PipeOp{pass, micro, chunk}; Pass::backward,
+  // Pass::forward; gpipe_order(p, m, rank) and one_f_one_b_order(p, m, rank) (lesson 03's
+  // orders, v = 1).
+  // TODO(task2) BEGIN: chapter §3's interleaved 1F1B order on pipeline rank `rank`: its
+  // m·v forwards and m·v backwards, each (micro-batch, chunk) once each way, numbered,
+  // warmed up, alternated and drained as §3 (Megatron-LM's order) describes, so that
+  // p 2, v 2, m 4 on rank 0 is F0.0 F1.0 F0.1 F1.1 F2.0 B0.1 F3.0 B1.1 F2.1 B0.0 F3.1 B1.0
+  // B2.1 B3.1 B2.0 B3.0 (Fj.c: micro-batch j through chunk c). Invariants: on each chunk a
+  // micro-batch's forward before its backward; on the clock (simulate) no deadlock, a
+  // bubble of exactly (p - 1)/(v·m), a span of 2·m·v + 2(p - 1), and no more forwards in
+  // flight than §3's bound. Stuck: tools/hint 15 2 (about 20 lines).
   MGPU_FAIL("TODO(task2): interleaved_order is not written yet ",
             "(lessons/15_3d_parallel/interleaved_order.cpp); rank ", rank, " of ", p, ", ", v,
             " chunk(s), ", m, " micro-batch(es)");

@@ -22,8 +22,11 @@ void saxpy_(float a, const Tensor& x, Tensor& y) {
 }
 
 void saxpy_cpu(float a, const Tensor& x, Tensor& y) {
-  // TODO(task1) BEGIN: y[i] = a * x[i] + y[i] for every i, with pointers from
-  // x.data<float>() and y.data<float>() and n = y.numel() (about 4 lines).
+  // What you have: a; x and y (contiguous f32 tensors of one shape, checked by saxpy_);
+  // t.data<float>() -> a pointer to t's first float; t.numel().
+  // TODO(task1) BEGIN: SAXPY on the host (chapter §3, task 1): y becomes a·x + y element by
+  // element, x is left unchanged; any shape, any size from 0 up. Stuck: tools/hint 00 1
+  // (about 4 lines).
   const float* xs = x.data<float>();
   float* ys = y.data<float>();
   const std::int64_t n = y.numel();

@@ -49,12 +49,13 @@ Tensor Linear::forward(const Tensor& x) {
   check_defined("lesson01::Linear::forward", x, "x");
   MGPU_CHECK(x.ndim() == 2 && x.size(1) == in_, describe(), ": input is ", x.str(),
              ", expected [N, ", in_, "] (put a Flatten in front for images)");
-  // What you have: matmul(a, b, trans_a, trans_b) (either operand transposed); add_rowwise_(y, v)
-  // adds v to every row of y; weight().value, bias().value, has_bias_; is_training();
-  // saved_inputs_.push(key, t) keeps t for backward under key describe() (pop takes it back).
-  // TODO(task1) BEGIN: y = x Wᵀ + b for the N rows of x (chapter §5, task 1), the bias only
-  // when the layer has one; in training mode x is kept for the backward, in evaluation mode
-  // nothing is kept. Output [N, out]. (about 5 lines)
+  // What you have: the layer's bias().value, has_bias_, is_training(), weight().value;
+  // saved_inputs_.push(key, t) keeps t for the backward under key describe() (pop takes it
+  // back); ops (mgpu/ops.h): add_rowwise_(y, v) adds v to every row of y, matmul(a, b,
+  // trans_a, trans_b) (either operand transposed).
+  // TODO(task1) BEGIN: the layer's output for the N rows of x [N, in] (chapter §5, task 1),
+  // [N, out], the bias added only when the layer has one. In training mode x is kept for the
+  // backward; in evaluation mode nothing is kept. Stuck: tools/hint 01 1 (about 5 lines).
   Tensor y = matmul(x, weight().value, /*trans_a=*/false, /*trans_b=*/true);
   if (has_bias_) add_rowwise_(y, bias().value);
   if (is_training()) saved_inputs_.push(describe(), x);
@@ -64,15 +65,17 @@ Tensor Linear::forward(const Tensor& x) {
 
 Tensor Linear::backward(const Tensor& grad_out) {
   check_defined("lesson01::Linear::backward", grad_out, "grad_out");
-  // What you have: saved_inputs_.pop(describe()) -> the x of the matching forward;
-  // matmul_out(out, a, b, trans_a, trans_b, alpha, beta): out = alpha·(a b) + beta·out;
-  // matmul; sum(t, dim); add_(t, u); weight(), bias(), has_bias_; a Parameter's value, grad,
-  // requires_grad() and notify_grad_ready().
+  // What you have: the layer's bias(), has_bias_, weight(); a Parameter's grad,
+  // notify_grad_ready(), requires_grad(), value; saved_inputs_.pop(describe()) -> the x of
+  // the matching forward; ops (mgpu/ops.h): add_(t, u), matmul(a, b, trans_a, trans_b),
+  // matmul_out(out, a, b, trans_a, trans_b, alpha, beta): out = alpha·(a b) + beta·out,
+  // sum(t, dim).
   // TODO(task1) BEGIN: the three gradients of chapter §5 from grad_out [N, out] and the saved
   // x. Invariants: a parameter's gradient is ADDED to its grad (earlier backwards may have
   // put theirs there); a parameter that does not require a gradient is left untouched; each
-  // parameter announces its gradient the moment it is final. Returns dL/dx [N, in].
-  // (about 12 lines)
+  // parameter announces its gradient (its grad-ready hooks, chapter §1) once, the moment it
+  // is final. Returns dL/dx [N, in], whatever is frozen. Stuck: tools/hint 01 1 (about 12
+  // lines).
   Tensor x = saved_inputs_.pop(describe());
   nn::Parameter& w = weight();
   if (w.requires_grad()) {

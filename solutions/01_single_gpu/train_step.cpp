@@ -6,12 +6,14 @@ namespace mgpu::lesson01 {
 
 StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn, optim::Optimizer& optimizer,
                       const Tensor& inputs, const Tensor& labels) {
-  // What you have: optimizer.zero_grad() and step(); model.forward and backward;
-  // loss_fn.forward(logits, labels) -> the batch's mean loss (0-d), loss_fn.backward() -> its
-  // gradient with respect to the logits; Tensor::item(); count_correct(logits, labels).
+  // What you have: count_correct(logits, labels); loss_fn.backward() -> the gradient of the
+  // last loss with respect to the logits; loss_fn.forward(logits, labels) -> the batch's mean
+  // loss (0-d); model.backward(g), model.forward(x); optimizer.step(), optimizer.zero_grad();
+  // Tensor::item() (waits for the device).
   // TODO(task3) BEGIN: one training step on this batch (chapter §1): afterwards the weights
   // have moved once, by this batch's gradient alone (backward ADDS to the gradients). Returns
-  // {the mean loss, the correct predictions, the batch size}. (about 10 lines)
+  // {the batch's mean loss before the update, the correct predictions, the batch size}.
+  // Stuck: tools/hint 01 3 (about 10 lines).
   optimizer.zero_grad();
   Tensor logits = model.forward(inputs);
   Tensor loss = loss_fn.forward(logits, labels);
@@ -26,12 +28,14 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn, optim::O
 }
 
 EvalResult evaluate(nn::Module& model, data::DataLoader& loader) {
-  // What you have: model.eval() and train(); loader.start_epoch(e), then loader.next(batch)
-  // until it returns false; nn::CrossEntropyLoss; count_correct(logits, labels); item().
+  // What you have: count_correct(logits, labels); data::Batch (inputs, labels);
+  // loader.next(batch) -> false once the pass is over, loader.start_epoch(e) starts a pass;
+  // model.eval(), model.forward(x), model.train(); nn::CrossEntropyLoss; Tensor::item().
   // TODO(task3) BEGIN: the mean loss and the accuracy over one pass of the loader in
-  // evaluation mode, the model back in training mode afterwards. Batches may differ in size
-  // (the last one): the mean is over samples, not over batches. Returns {loss, accuracy (a
-  // fraction), samples}. (about 15 lines)
+  // evaluation mode (no parameter or running statistic changes), the model back in training
+  // mode afterwards. Batches may differ in size (the last one): the mean is over samples, not
+  // over batches. Returns {loss, accuracy (a fraction), samples}. Stuck: tools/hint 01 3
+  // (about 15 lines).
   model.eval();
   nn::CrossEntropyLoss loss_fn;
   double loss_sum = 0;

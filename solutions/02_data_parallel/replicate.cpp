@@ -14,9 +14,10 @@ std::vector<std::shared_ptr<nn::Module>> replicate(const std::shared_ptr<nn::Mod
              "; move it first: model->to(", devices[0].str(), ")");
   std::vector<std::shared_ptr<nn::Module>> replicas;
   // What you have: module->clone() -> a deep copy; m->to(device) moves a module.
-  // TODO(task2) BEGIN: one model per device (chapter §3). Invariant: replicas[0] IS `module`,
-  // not a copy (the optimizer holds its parameters); replica i >= 1 is a copy of its own that
-  // lives on devices[i]. (about 5 lines)
+  // TODO(task2) BEGIN: one model per device (chapter §3), replicas[i] for devices[i].
+  // Invariants: replicas[0] IS `module`, not a copy (the optimizer holds its parameters);
+  // replica i >= 1 is a copy of its own, sharing no storage with the module, that lives on
+  // devices[i]. Stuck: tools/hint 02 2 (about 5 lines).
   replicas.push_back(module);
   for (std::size_t i = 1; i < devices.size(); ++i) {
     std::shared_ptr<nn::Module> copy = module->clone();
@@ -41,11 +42,12 @@ void broadcast_parameters(nn::Module& source, const std::vector<std::shared_ptr<
                "broadcast_parameters: replica ", r, " has ", to_params.size(), " parameters and ",
                to_buffers.size(), " buffers, the source ", from_params.size(), " and ",
                from_buffers.size(), "; replicas must be copies of the source (replicate())");
-    // What you have: from_params/to_params and from_buffers/to_buffers (matched by position);
-    // counted_copy(dst, src, Phase::broadcast, traffic); is_training(), train(on).
+    // What you have: counted_copy(dst, src, Phase::broadcast, traffic); from_buffers/to_buffers
+    // and from_params/to_params (matched by position); is_training(), train(on).
     // TODO(task2) BEGIN: afterwards this replica computes exactly what the source would: the
-    // same parameter values, the same buffers, the same training mode (chapter §3).
-    // (about 6 lines)
+    // same parameter values, the same buffers, the same training mode (chapter §3). The
+    // values land in the replica's own tensors, on its device; every byte is recorded in
+    // traffic under Phase::broadcast. Stuck: tools/hint 02 2 (about 6 lines).
     for (std::size_t j = 0; j < from_params.size(); ++j)
       counted_copy(to_params[j]->value, from_params[j]->value, Phase::broadcast, traffic);
     for (std::size_t j = 0; j < from_buffers.size(); ++j)

@@ -14,10 +14,10 @@ std::vector<std::int64_t> chunk_sizes(std::int64_t batch, int num_devices) {
              " rows; DataParallel splits the total batch across the devices, so it needs at "
              "least one row");
   std::vector<std::int64_t> sizes;
-  // What you have: integer arithmetic; sizes.push_back.
-  // TODO(task1) BEGIN: the chunk sizes of chapter §2, as Tensor.chunk cuts them. Invariants:
-  // the sizes add up to batch, each is at least 1, and there are never more chunks than
-  // devices (there may be fewer). (about 6 lines)
+  // What you have: integer arithmetic; sizes.push_back; std::min (<algorithm>).
+  // TODO(task1) BEGIN: the chunk sizes of chapter §2, as Tensor.chunk cuts them, in chunk
+  // order. Invariants: the sizes add up to batch, each is at least 1, and there are never
+  // more chunks than devices (there may be fewer). Stuck: tools/hint 02 1 (about 6 lines).
   const std::int64_t per_chunk = (batch + num_devices - 1) / num_devices;
   for (std::int64_t begin = 0; begin < batch; begin += per_chunk)
     sizes.push_back(std::min(per_chunk, batch - begin));
@@ -34,11 +34,13 @@ std::vector<Tensor> scatter(const Tensor& x, const std::vector<Device>& devices,
   const std::vector<std::int64_t> sizes =
       chunk_sizes(x.size(0), static_cast<int>(devices.size()));
   std::vector<Tensor> chunks;
-  // What you have: sizes (from chunk_sizes); x.slice(begin, end) -> a view of rows
-  // [begin, end); counted_to(t, device, phase, traffic) -> t on `device`, copied (and counted)
-  // only when it is elsewhere.
-  // TODO(task1) BEGIN: chunk i holds the next sizes[i] rows of x and lives on devices[i];
-  // together the chunks hold every row of x once, in order. (about 6 lines)
+  // What you have: counted_to(t, device, phase, traffic) -> t on `device`, copied (and
+  // counted) only when it is elsewhere; sizes (from chunk_sizes); x.slice(begin, end) -> a
+  // view of rows [begin, end).
+  // TODO(task1) BEGIN: one chunk per size (chapter §2): chunk i holds the next sizes[i] rows
+  // of x and lives on devices[i]; together the chunks hold every row of x once, in order.
+  // Only rows that change device are copied, and every copy is recorded in traffic under
+  // phase. Stuck: tools/hint 02 1 (about 6 lines).
   std::int64_t begin = 0;
   for (std::size_t i = 0; i < sizes.size(); ++i) {
     chunks.push_back(counted_to(x.slice(begin, begin + sizes[i]), devices[i], phase, traffic));
@@ -70,12 +72,13 @@ Tensor gather(const std::vector<Tensor>& parts, const Device& out_device, Traffi
                "; only dimension 0 may differ");
   }
   Tensor out;
-  // What you have: first (parts[0]) and scalars (true when every part is 0-d);
-  // Tensor::empty(shape, dtype, device); t.slice(begin, end) -> a view of rows [begin, end);
-  // t.reshape(shape); counted_copy(dst, src, phase, traffic) copies into a view and counts it.
-  // TODO(task1) BEGIN: `out`, on out_device, holds the parts' rows one after another along
-  // dimension 0 (chapter §2); a 0-d part counts as one row, so scalars give a vector of
-  // parts.size() values. (about 12 lines)
+  // What you have: counted_copy(dst, src, phase, traffic) copies into a view and counts it;
+  // first (parts[0]) and scalars (true when every part is 0-d); t.reshape(shape);
+  // t.slice(begin, end) -> a view of rows [begin, end); Tensor::empty(shape, dtype, device).
+  // TODO(task1) BEGIN: `out`, a new tensor on out_device of first's dtype, holds the parts'
+  // rows one after another along dimension 0 (chapter §2); a 0-d part counts as one row, so
+  // scalars give a vector of parts.size() values. Every byte copied is recorded in traffic
+  // under phase. Stuck: tools/hint 02 1 (about 12 lines).
   std::int64_t rows = 0;
   for (const Tensor& p : parts) rows += scalars ? 1 : p.size(0);
   Shape shape = scalars ? Shape{rows} : first.shape();

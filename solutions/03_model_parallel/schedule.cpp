@@ -36,13 +36,14 @@ Schedule naive_schedule(int num_stages, int num_micro) {
 Schedule gpipe_schedule(int num_stages, int num_micro) {
   const int K = num_stages, M = num_micro;
   Schedule s = empty_schedule("gpipe", K, M, 2 * (M + K - 1));
-  // What you have: s.ticks[t][k] (tick t, stage k) = Op{OpKind::forward or OpKind::backward, m};
-  // K stages, M micro-batches, 2 (M + K - 1) ticks.
-  // TODO(task2) BEGIN: every micro-batch's forward and backward on every stage, at the ticks
-  // of chapter §3: the forwards fill the pipeline from stage 0 down, one tick apart; after
-  // the last forward leaves the last stage, the backwards run in reverse micro-batch order
-  // from the last stage up. A slot holds one op, and an op runs only after its input was
-  // produced (check_schedule checks that). (about 6 lines)
+  // What you have: K stages, M micro-batches, 2 (M + K - 1) ticks; naive_schedule (above),
+  // the worked example; s.ticks[t][k] (tick t, stage k) = Op{OpKind::forward or
+  // OpKind::backward, m}.
+  // TODO(task2) BEGIN: chapter §3's GPipe table for any K and M: every micro-batch's forward
+  // and backward on every stage, each once. Invariants: a slot holds one op; an op runs only
+  // after its input was produced (check_schedule checks that); no stage idles between its
+  // first and last forward, nor between its first and last backward; the idle slots are the
+  // bubble, (K-1)/(M+K-1) of the table. Stuck: tools/hint 03 2 (about 6 lines).
   for (int m = 0; m < M; ++m) {
     for (int k = 0; k < K; ++k) {
       s.ticks[m + k][k] = Op{OpKind::forward, m};

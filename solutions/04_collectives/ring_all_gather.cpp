@@ -15,11 +15,15 @@ void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
   const int p = pg.size(), r = pg.rank();
   [[maybe_unused]] const int right = (r + 1) % p, left = (r + p - 1) % p;
   Tensor flat = data.reshape({-1});
-  // What you have: chunk(flat, p, i); pg.send(t, to) and pg.recv(t, from) -> a Work; wait().
-  // TODO(task2) BEGIN: the all-gather of chapter §3 in p-1 steps: every finished chunk walks
-  // once around the ring, each received chunk landing straight in its place in `flat`.
-  // Invariant: after step s a rank holds s+2 finished chunks; both messages of a step are
-  // posted before either is waited for. (about 6 lines)
+  // What you have: chunk(flat, p, i) -> chunk i (mod p) of flat, a view; flat, left, right
+  // (above); pg.recv(t, from) and pg.send(t, to) -> a Work at once; Work's wait().
+  // TODO(task2) BEGIN: chapter §3's ring all-gather, in place, in p-1 steps: on entry chunk r
+  // of rank r's data is final (the other chunks are junk); on return every chunk of every
+  // rank's data is final. Each rank sends exactly p-1 chunks, empty ones included, through
+  // pg.send and pg.recv only, and receives each chunk straight into its place in `flat` (an
+  // arriving chunk is final: no scratch copy). Invariants: after step s a rank holds s+2
+  // final chunks; no rank waits for a message before both of its step's messages are
+  // posted. Stuck: tools/hint 04 2 (about 6 lines).
   for (int s = 0; s < p - 1; ++s) {
     dist::Work sent = pg.send(chunk(flat, p, r - s), right);
     dist::Work received = pg.recv(chunk(flat, p, r - s - 1), left);

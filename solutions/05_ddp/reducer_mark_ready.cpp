@@ -10,15 +10,17 @@ namespace mgpu::parallel {
 // Task 2: the grad-ready hook of variable v (the Reducer calls it once per backward, the
 // moment v's gradient is final, while the hooks are armed).
 void Reducer::mark_variable_ready(std::size_t v) {
-  // What you have: variable_ready_[v]; params_[v]->grad; bucket_view(v) (v's slot in its
-  // bucket, a view shaped like the gradient); t.shares_storage(u); cast_(dst, src),
-  // scale_(t, alpha); world_size_; has_comm_hook(); locators_[v].bucket; buckets_[b].pending
-  // (gradients of bucket b not final yet); buckets_.size(); next_bucket_; launch_bucket(b).
-  // TODO(task2) BEGIN: the hook of chapter §2, step 2: afterwards v is ready and its slot
-  // holds its gradient divided by the world size (undivided when a comm hook takes over,
-  // §7; with gradient_as_bucket_view the gradient already is the slot, §8). Invariant of
-  // §5: buckets launch strictly in index order, each exactly once, as soon as it and every
-  // bucket before it are complete (about 12 lines).
+  // What you have: members buckets_ (buckets_[b].pending: gradients of bucket b not final
+  // yet), locators_[v].bucket, next_bucket_, params_[v]->grad, variable_ready_[v],
+  // world_size_; methods bucket_view(v) (v's slot in its bucket, a view shaped like the
+  // gradient), has_comm_hook(), launch_bucket(b); cast_(dst, src), scale_(t, alpha),
+  // t.shares_storage(u).
+  // TODO(task2) BEGIN: the grad-ready hook of chapter §2 (§11, task 2): afterwards v is ready,
+  // its slot holds its gradient divided by the world size (undivided when a comm hook takes
+  // over, §7; with gradient_as_bucket_view the gradient already is the slot: no copy, §8),
+  // and its bucket waits for one gradient fewer. Invariant of §5: buckets launch strictly in
+  // index order, each exactly once, as soon as it and every bucket before it are complete,
+  // never past an incomplete one. Stuck: tools/hint 05 2 (about 12 lines).
   variable_ready_[v] = 1;
   // Step 1) the gradient into its slot of the bucket. Without a hook, divided on the way,
   // so that the all-reduce's sum of the slots is the average over ranks.

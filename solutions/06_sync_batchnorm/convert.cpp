@@ -10,17 +10,19 @@ namespace mgpu::parallel {
 std::shared_ptr<nn::Module> convert_sync_batchnorm(std::shared_ptr<nn::Module> module,
                                                    dist::ProcessGroup* process_group) {
   MGPU_CHECK(module != nullptr, "convert_sync_batchnorm: module is null");
-  // What you have: dynamic_cast<nn::BatchNorm*>(m) (BatchNorm1d and 2d derive from it), its
-  // num_features(), eps(), momentum(), affine(), weight(), bias(), running_mean(),
-  // running_var(), num_batches_tracked(), dtype(), device(), is_training();
-  // SyncBatchNorm(C, eps, momentum, affine, track_running_stats, group) and the same
-  // accessors (running_mean() etc. return Tensor&: assigning a Tensor handle shares its
-  // storage); Parameter's value, grad, requires_grad() and set_requires_grad();
-  // module->children() (name, child) and module->replace_child(name, new_child).
+  // What you have: dynamic_cast<nn::BatchNorm*>(m) (BatchNorm1d and 2d derive from it) and
+  // its affine(), bias(), device(), dtype(), eps(), is_training(), momentum(),
+  // num_batches_tracked(), num_features(), running_mean(), running_var(), weight();
+  // module->children() (name, child pairs) and module->replace_child(name, new_child); a
+  // Module's to(dtype), to(device) and train(on); Parameter's grad, requires_grad(),
+  // set_requires_grad() and value; SyncBatchNorm(C, eps, momentum, affine,
+  // track_running_stats, group) and the same accessors (running_mean() etc. return Tensor&:
+  // assigning a Tensor handle shares its storage).
   // TODO(task4) BEGIN: chapter §7's conversion. A BatchNorm root gives a new SyncBatchNorm
   // with its settings, dtype, device and training mode, sharing its weight and bias (value,
   // grad, requires_grad) and its three buffers. Any other module comes back itself, with
-  // every BatchNorm below it replaced in place (about 25 lines).
+  // every BatchNorm below it, at any depth, replaced in place under the same name. Stuck:
+  // tools/hint 06 4 (about 25 lines).
   if (auto* bn = dynamic_cast<nn::BatchNorm*>(module.get())) {
     auto sync = std::make_shared<SyncBatchNorm>(bn->num_features(), bn->eps(), bn->momentum(),
                                                 bn->affine(), true, process_group);

@@ -39,14 +39,14 @@ GlobalBatchStats batch_norm_gather_stats_with_counts(const Tensor& gathered, Ten
   const std::vector<double> rows = gathered.to(Device::cpu()).to_vector<double>();
   std::vector<double> mean(static_cast<std::size_t>(C)), var(static_cast<std::size_t>(C));
   std::int64_t count = 0;
-  // What you have: rows (above); mean, var (biased) [C] and count, to fill; eps, momentum;
-  // blend_(running, momentum, values) (above; does nothing for an undefined running tensor);
-  // MGPU_CHECK(condition, message...) throws.
+  // What you have: blend_(running, momentum, values) (above; does nothing for an undefined
+  // running tensor); C, W, width (above); count, mean, var (biased) [C], to fill; eps,
+  // momentum; MGPU_CHECK(condition, message...) throws; rows (above).
   // TODO(task2) BEGIN: mean, var and count of the world's batch, merged from the W rows by
   // chapter §3's parallel variance in rank order (its worked example is the test), the same
-  // numbers on every rank; a world with 0 or 1 value per channel throws (§5); then the
-  // running statistics blended with the world's mean and unbiased variance (§3) (about 25
-  // lines).
+  // numbers on every rank; a world with 0 or 1 value per channel throws (§5); the running
+  // statistics, where defined, blended with the world's mean and unbiased variance (§3).
+  // Stuck: tools/hint 06 2 (about 25 lines).
   for (std::int64_t r = 0; r < W; ++r)
     count += static_cast<std::int64_t>(std::llround(rows[r * width + 2 * C]));
   MGPU_CHECK(count > 0, "SyncBatchNorm: every rank's batch is empty; at least one rank needs "

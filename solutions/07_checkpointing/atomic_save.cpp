@@ -33,15 +33,16 @@ void fsync_directory(const std::string& dir) {
 }
 
 void atomic_replace(const std::string& dir, const std::string& name, std::string_view bytes) {
-  // What you have: ::open(path, O_WRONLY | O_CREAT | O_TRUNC, 0644), ::write(fd, p, n) (may
-  // write fewer than n bytes, or fail with errno EINTR: try again), ::fsync(fd),
-  // ::close(fd), ::rename(from, to), ::unlink(path), ::getpid(); fsync_directory(dir)
-  // (above); os_error(what) (above); MGPU_CHECK, MGPU_FAIL throw.
+  // What you have: ::close(fd), ::fsync(fd), ::getpid(), ::open(path, O_WRONLY | O_CREAT |
+  // O_TRUNC, 0644), ::rename(from, to), ::unlink(path), ::write(fd, p, n) (may write fewer
+  // than n bytes, or fail with errno EINTR: try again); fsync_directory(dir) (above);
+  // MGPU_CHECK, MGPU_FAIL throw; os_error(what) (above).
   // TODO(task3) BEGIN: dir/name holds exactly `bytes`, durably, and at no instant (a kill -9,
   // or a crash of the machine) anything but its old content or the complete new one
-  // (chapter §4: what each step protects against). The temporary file lives in `dir`,
-  // named ".NAME.tmp.PID" as in §4; on any failure it is removed and the error names the
-  // file and the system's reason (about 20 lines).
+  // (chapter §4: what each measure protects against; the test records the system calls and
+  // checks their order). The temporary file lives in `dir`, named ".NAME.tmp.PID" as in §4;
+  // on any failure it is removed and the error names the file and the system's reason.
+  // Stuck: tools/hint 07 3 (about 20 lines).
   const std::string tmp = dir + "/." + name + ".tmp." + std::to_string(::getpid());
   const int fd = ::open(tmp.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
   MGPU_CHECK(fd >= 0, os_error("create " + tmp));
@@ -90,13 +91,13 @@ void commit_checkpoint(const std::string& dir, const std::string& name, const st
     if (f.size() > 1 && f[0] == '.' && f.find(".tmp.") != std::string::npos)
       std::filesystem::remove(e.path(), ec);
   }
-  // What you have: atomic_replace(dir, name, bytes) (above); list_checkpoints(dir) (oldest
-  // first); std::filesystem::remove(path, ec); keep_last.
+  // What you have: atomic_replace(dir, name, bytes) (above); keep_last; list_checkpoints(dir)
+  // (oldest first); std::filesystem::remove(path, ec).
   // TODO(task3) BEGIN: commit_checkpoint's contract (checkpoint.h) and chapter §4's
   // "latest last, deletions after it": afterwards dir/name is the checkpoint, dir/latest
-  // names it, and with keep_last > 0 that many checkpoints remain (never deleting the new
-  // one); a kill at any instant leaves latest naming a complete checkpoint (about 8
-  // lines).
+  // holds its name and a newline, and with keep_last > 0 that many checkpoints remain (never
+  // deleting the new one); a kill at any instant leaves latest naming a complete checkpoint.
+  // Stuck: tools/hint 07 3 (about 8 lines).
   atomic_replace(dir, name, bytes);
   atomic_replace(dir, "latest", name + "\n");
   if (keep_last > 0) {
@@ -111,13 +112,14 @@ std::string save_on_rank0(dist::ProcessGroup& group, const std::string& dir, std
                           const std::function<std::string()>& serialize, int keep_last) {
   const std::string name = checkpoint_name(step);
   std::string error;  // rank 0's, if its save failed
-  // What you have: group.rank(), group.device(); group.all_reduce(t, dist::ReduceOp::max)
-  // -> Work, .wait(); Tensor::full({1}, v, DType::f32, device), t.item(); serialize() -> the
-  // file's bytes; commit_checkpoint (above); name; error.
+  // What you have: commit_checkpoint (above); error, name (above); group.all_reduce(t,
+  // dist::ReduceOp::max) -> Work, .wait(); group.device(), group.rank(); serialize() -> the
+  // file's bytes; Tensor::full({1}, v, DType::f32, device), t.item().
   // TODO(task3) BEGIN: chapter §4's collective save: rank 0 alone serializes and writes; no
   // rank returns before the checkpoint is complete; every rank issues the same one
   // all_reduce whether rank 0 succeeded or not; if rank 0 failed, every rank throws (rank 0
-  // with its own error, the others saying rank 0 failed) (about 15 lines).
+  // with its own error, the others saying rank 0 failed). Stuck: tools/hint 07 3 (about 15
+  // lines).
   if (group.rank() == 0) {
     try {
       commit_checkpoint(dir, name, serialize(), keep_last);

@@ -30,17 +30,17 @@ namespace {
 SafetensorsHeader parse_safetensors_header(std::string_view head, std::uint64_t file_size,
                                            const std::string& file) {
   SafetensorsHeader h;
-  // What you have: head (the file's first bytes: at least the 8-byte length and the header),
-  // file_size, file; kMaxHeaderBytes; is_valid_utf8(text); parse_header_json(text, file)
-  // (refuses what is not one JSON object, and duplicate keys); dtype_from_safetensors(name,
-  // dtype); dtype_size(dtype); unsigned_integer(j, out) and range(entry) (above);
-  // refuse(file, tensor, SafetensorsRule::..., detail) throws; TensorEntry; h.tensors,
-  // h.metadata, h.header_bytes.
+  // What you have: dtype_from_safetensors(name, dtype); dtype_size(dtype); file, file_size;
+  // h.header_bytes, h.metadata, h.tensors; head (the file's first bytes: at least the 8-byte
+  // length and the header); is_valid_utf8(text); kMaxHeaderBytes; parse_header_json(text,
+  // file) (refuses what is not one JSON object, and duplicate keys); range(entry) and
+  // unsigned_integer(j, out) (above); refuse(file, tensor, SafetensorsRule::..., detail)
+  // throws; std::sort; TensorEntry.
   // TODO(task2) BEGIN: h, the header of a valid file with its tensors sorted by offsets;
   // or, through refuse(), the first rule of SafetensorsRule the bytes break, naming the
   // file, the tensor and the rule (chapter §3: its table and its layout rule). Invariants:
   // nothing read outside `head`, no size trusted before it is checked, no arithmetic that
-  // can overflow; h.header_bytes is N (about 75 lines).
+  // can overflow; h.header_bytes is N. Stuck: tools/hint 07 2 (about 75 lines).
   // Step 1) the 8-byte length N, and a header that fits in the file.
   if (file_size < 8 || head.size() < 8)
     refuse(file, "", SafetensorsRule::too_small, std::to_string(file_size) + " bytes");

@@ -22,15 +22,15 @@ std::string serialize_safetensors(const TensorDict& tensors, const Metadata& met
   for (const auto& [key, value] : metadata)
     MGPU_CHECK(is_valid_utf8(key) && is_valid_utf8(value), "serialize_safetensors: __metadata__ "
                "entry '", key, "' is not valid UTF-8");
-  // What you have: order, (name, host tensor) pairs; safetensors_dtype_rank(dtype),
-  // safetensors_dtype_name(dtype); nlohmann::ordered_json (keeps the order of insertion;
-  // dump() writes compact JSON); t.dtype(), t.shape(), t.nbytes(), t.raw_data();
-  // std::sort; std::string's append.
-  // TODO(task1) BEGIN: the whole file, byte for byte the reference writer's (chapter §2):
-  // an 8-byte little-endian N, N bytes of header JSON, then every tensor's data back to back
-  // in the header's order. Invariants: the reference's order of tensors and of fields; each
+  // What you have: metadata (key -> value); nlohmann::ordered_json (keeps the order of
+  // insertion; dump() writes compact JSON); order, (name, host tensor) pairs (above);
+  // safetensors_dtype_name(dtype), safetensors_dtype_rank(dtype); std::sort; std::string's
+  // append; t.dtype(), t.nbytes(), t.raw_data(), t.shape().
+  // TODO(task1) BEGIN: the whole file, byte for byte the reference writer's (chapter §2): an
+  // 8-byte little-endian N, N bytes of header JSON, then every tensor's data back to back in
+  // the header's order. Invariants: the reference's order of tensors and of fields; each
   // data_offsets [begin, end) counted from the data's first byte; no __metadata__ entry for
-  // empty metadata; N a multiple of 8 (about 30 lines).
+  // empty metadata; N a multiple of 8. Stuck: tools/hint 07 1 (about 30 lines).
   // Step 1) the reference order: dtype rank, largest first, then name.
   std::sort(order.begin(), order.end(), [](const auto& a, const auto& b) {
     const int ra = safetensors_dtype_rank(a.second.dtype());

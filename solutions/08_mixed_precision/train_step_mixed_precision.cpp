@@ -26,15 +26,18 @@ StepResult train_step(nn::Module& model, nn::CrossEntropyLoss& loss_fn,
                       const Tensor& y, Precision precision) {
   StepResult result;
   // What you have: amp::Autocast region(dtype) (the region lasts while the object lives);
-  // model.forward(x), model.backward(g); loss_fn.forward(logits, y) (the mean loss, a
-  // tensor), loss_fn.backward() (d loss / d logits); optimizer.zero_grad(); scaler.scale(g),
-  // scaler.step(optimizer) (false when it skipped), scaler.update(), scaler.get_scale();
-  // t.item(); result.loss, result.stepped, result.scale, result.logits.
-  // TODO(task4) BEGIN: one training step at `precision`, the contract of amp/train_step.h
-  // (chapter §4's iteration): the forward alone in an autocast region of the precision's
-  // 16-bit dtype (no region for fp32), the loss and all after it outside; result holds the
-  // loss, whether the optimizer stepped, the scale after update() and the logits (about 12
-  // lines).
+  // loss_fn: backward() (d loss / d logits), forward(logits, y) (the mean loss, a {}
+  // tensor); model: backward(g), forward(x); optimizer: step(), zero_grad(); scaler:
+  // get_scale(), scale(t), step(optimizer) (false when it skipped), unscale_(optimizer),
+  // update(); t.item(); result (StepResult: logits, loss, scale, stepped).
+  // TODO(task4) BEGIN: one iteration of chapter §4 at `precision` (§6, task 4). Afterwards
+  // the optimizer has stepped once on this batch's gradients alone, unscaled, unless an inf
+  // or NaN was found (then the weights are unchanged), and the scale has followed §4's
+  // rule. Only the forward runs in an autocast region, of the precision's 16-bit dtype
+  // (fp32: no region); the loss and everything after it run outside; the backward starts
+  // from the scaled gradient of the loss. result: the unscaled mean loss, whether the
+  // optimizer stepped, the scale after the rule, the logits. Stuck: tools/hint 08 4
+  // (about 12 lines).
   // Step 1) fresh gradients.
   optimizer.zero_grad();
   // Step 2) the forward's GEMMs in 16 bits, on the f32 master weights.

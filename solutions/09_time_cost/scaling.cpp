@@ -19,9 +19,10 @@ double scaling_efficiency(const Run& one, const Run& n) {
   MGPU_CHECK(one.step_s > 0 && n.step_s > 0, "scaling_efficiency: step times must be positive, "
              "got ", one.step_s, " and ", n.step_s);
   // What you have: one and n (Run: ranks, global_batch, step_s); static_cast<double>.
-  // TODO(task2) BEGIN: E(N) of chapter §3, compared per SAMPLE, not per step, so that the
-  // one formula serves weak and strong scaling: 1 for a perfect speed-up, 0.5 when N ranks
-  // train only N/2 times as fast as one (about 3 lines).
+  // TODO(task2) BEGIN: E(N) of chapter §3 for the run n against the one-rank run one (both
+  // checked above), compared per SAMPLE, not per step, so that the one formula serves weak
+  // and strong scaling: 1 for a perfect speed-up, 0.5 when N ranks train only N/2 times as
+  // fast as one. Stuck: tools/hint 09 2 (about 3 lines).
   const double t1 = one.step_s / static_cast<double>(one.global_batch);
   const double tn = n.step_s / static_cast<double>(n.global_batch);
   return t1 / (n.ranks * tn);
@@ -31,13 +32,15 @@ double scaling_efficiency(const Run& one, const Run& n) {
 Phases step_phases(const StepRecord& record) {
   Phases p;
   // What you have: record (StepRecord: the Intervals step, data_wait, h2d, forward,
-  // backward, optimizer, each with length(); buckets); p (Phases: one field per phase,
-  // total()); split_communication (task 1); MGPU_CHECK; std::max.
-  // TODO(task2) BEGIN: chapter §3's phases of one step: each measured phase's length, the
-  // communication exposed outside backward, and `other`, what the rest leaves of the step,
-  // so that the phases add up to the step. Phases that add up to more than the step
-  // overlap: an mgpu::Error naming the step's length and their sum; 1 ns of rounding is
-  // tolerated and gives other = 0 (about 15 lines).
+  // backward, optimizer, each with length(); buckets); p (Phases: one field per phase, all
+  // 0 now; total()); MGPU_CHECK(condition, message parts...); split_communication(buckets,
+  // compute) (task 1); std::max.
+  // TODO(task2) BEGIN: chapter §3's phases of one step, in seconds: each measured phase's
+  // length, the communication exposed outside backward (exposed_comm), and `other`, what
+  // the rest leaves of the step, so that the phases add up to the step (p.total() is its
+  // length). Phases that add up to more than the step overlap: an mgpu::Error naming the
+  // step's length and their sum; 1 ns of rounding is tolerated and gives other = 0.
+  // Stuck: tools/hint 09 2 (about 15 lines).
   p.data_wait = record.data_wait.length();
   p.h2d = record.h2d.length();
   p.forward = record.forward.length();

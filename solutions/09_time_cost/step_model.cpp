@@ -30,14 +30,16 @@ StepPrediction predict_step(const Workload& w, std::int64_t batch_per_rank, int 
   }
   StepPrediction p;
   // What you have: w (Workload: forward_s_per_sample, backward_s_per_sample, fixed_s, and
-  // bucket_bytes and bucket_ready in launch order); batch_per_rank, ranks, link;
-  // ring_allreduce_seconds(link, bytes, p) (0 on one rank); p (StepPrediction: compute_s,
-  // comm_s, exposed_s, step_s, samples_per_s); std::max.
-  // TODO(task3) BEGIN: chapter §4's model of one step, time 0 at the start of backward: a
-  // bucket's all-reduce starts neither before the bucket is ready nor while the one
-  // launched before it still holds the single channel; what still runs when backward ends
-  // is exposed. Every field of p as time_cost.h defines it; samples_per_s counts the
-  // samples of every rank (about 15 lines).
+  // bucket_bytes and bucket_ready in launch order, checked above); batch_per_rank, ranks,
+  // link; p (StepPrediction: comm_s, compute_s, exposed_s, samples_per_s, step_s, all 0
+  // now); ring_allreduce_seconds(link, bytes, p) (0 on one rank); std::max.
+  // TODO(task3) BEGIN: the step chapter §4's model predicts, on its assumptions (time 0 at
+  // the start of backward, one communication channel, the buckets in launch order, none
+  // before it is ready), every field of p as time_cost.h defines it: comm_s counts every
+  // bucket's all-reduce, hidden or not; exposed_s is never negative; samples_per_s counts
+  // the samples of every rank. Tested on steps worked by hand: one rank, the last bucket
+  // exposed, a bucket queued behind the one before it, four ranks. Stuck: tools/hint 09 3
+  // (about 15 lines).
   const double batch = static_cast<double>(batch_per_rank);
   const double forward = batch * w.forward_s_per_sample;
   const double backward = batch * w.backward_s_per_sample;

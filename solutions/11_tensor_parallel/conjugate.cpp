@@ -8,7 +8,7 @@ namespace mgpu::parallel::tp {
 Tensor CopyToTensorParallelRegion::forward(const Tensor& x) {
   // What you have: x, the whole input, on every rank of group().
   // TODO(task2) BEGIN: f's forward (chapter §2): what the layers after f receive; no
-  // collective (1 line).
+  // collective. Stuck: tools/hint 11 2 (1 line).
   return x;
   // TODO(task2) END
 }
@@ -19,7 +19,8 @@ Tensor CopyToTensorParallelRegion::backward(const Tensor& grad_out) {
   // it is done).
   // TODO(task2) BEGIN: f's backward (chapter §2): the whole d(loss)/dx, the same on every
   // rank of group() (never the world: in a 2-D grid it mixes replicas that read other
-  // data); exactly one collective, complete when the function returns (about 3 lines).
+  // data); exactly one collective, complete when the function returns. Stuck:
+  // tools/hint 11 2 (about 3 lines).
   group().all_reduce(grad_out, dist::ReduceOp::sum).wait();
   return grad_out;
   // TODO(task2) END
@@ -29,7 +30,8 @@ Tensor ReduceFromTensorParallelRegion::forward(const Tensor& x) {
   // What you have: x (this rank's partial sum of the output); group(), the ProcessGroup g
   // was given: all_reduce(t, dist::ReduceOp) -> dist::Work (in place; wait()).
   // TODO(task2) BEGIN: g's forward (chapter §2): the whole output, the same on every rank
-  // of group(); exactly one collective, complete when the function returns (about 3 lines).
+  // of group(); exactly one collective, complete when the function returns. Stuck:
+  // tools/hint 11 2 (about 3 lines).
   group().all_reduce(x, dist::ReduceOp::sum).wait();
   return x;
   // TODO(task2) END
@@ -38,7 +40,7 @@ Tensor ReduceFromTensorParallelRegion::forward(const Tensor& x) {
 Tensor ReduceFromTensorParallelRegion::backward(const Tensor& grad_out) {
   // What you have: grad_out, the whole d(loss)/dy, on every rank.
   // TODO(task2) BEGIN: g's backward (chapter §2): the gradient of this rank's term of the
-  // sum; no collective (1 line).
+  // sum; no collective. Stuck: tools/hint 11 2 (1 line).
   return grad_out;
   // TODO(task2) END
 }

@@ -33,25 +33,27 @@ RowParallelLinear::RowParallelLinear(nn::Linear& full, dist::ProcessGroup& group
   if (has_replicated_bias_) bias_ = register_parameter("bias", Tensor::zeros({full.out_features()}));
   to(full.dtype());
   to(full.device());
-  // What you have: full (weight(), bias(), has_bias()); range_ (this rank's input
-  // features); take_columns(t, range) (a copy); copy_(dst, src); weight();
-  // has_replicated_bias_, replicated_bias().
+  // What you have: full (bias(), has_bias(), weight()); range_ (this rank's input
+  // features); has_replicated_bias_, replicated_bias(), weight(). Functions: copy_(dst,
+  // src); t.slice(begin, end) (rows, a view); take_columns(t, range), take_rows(t, range)
+  // (copies).
   // TODO(task4) BEGIN: chapter §1's row cut: the weight holds the full weight's columns for
   // the input features range_ ([out, in_r]); the bias, when the full layer has one, is
-  // whole and the same on every rank; both written into the tensors they already are
-  // (about 3 lines).
+  // whole and the same on every rank; both written into the tensors they already are.
+  // Stuck: tools/hint 11 4 (about 3 lines).
   copy_(weight().value, take_columns(full.weight().value, range_));
   if (has_replicated_bias_) copy_(replicated_bias().value, full.bias().value);
   // TODO(task4) END
 }
 
 Tensor RowParallelLinear::forward(const Tensor& x) {
-  // What you have: g_ (g: forward, backward); nn::Linear::forward(x) (the shard's Linear,
-  // built without a bias); add_rowwise_(y, v) (v added to every row of y);
-  // has_replicated_bias_, replicated_bias().
+  // What you have: g_ (g: forward, backward); has_replicated_bias_, replicated_bias();
+  // nn::Linear::forward(x) (the shard's Linear, built without a bias). Functions:
+  // add_rowwise_(y, v) (v added to every row of y).
   // TODO(task4) BEGIN: chapter §1's row-parallel forward (§3's second layer): x_r [N, in_r],
   // this rank's columns of the input -> the whole y = x Wᵀ + b [N, out], the same on every
-  // rank, with the bias counted once, not P times; one collective (about 4 lines).
+  // rank, with the bias counted once, not P times; one collective. Stuck: tools/hint 11 4
+  // (about 4 lines).
   Tensor y = g_->forward(nn::Linear::forward(x));
   if (has_replicated_bias_) add_rowwise_(y, replicated_bias().value);
   return y;
@@ -59,12 +61,14 @@ Tensor RowParallelLinear::forward(const Tensor& x) {
 }
 
 Tensor RowParallelLinear::backward(const Tensor& grad_out) {
-  // What you have: g_; nn::Linear::backward(dy) (accumulates the weight's gradient and
-  // returns this rank's dx_r); sum(t, dim); add_to_grad(p, contribution) (above: adds to
-  // p.grad and fires p's grad-ready hooks, which DDP listens to).
+  // What you have: g_; has_replicated_bias_, replicated_bias(); nn::Linear::backward(dy)
+  // (accumulates the weight's gradient and returns this rank's dx_r). Functions:
+  // add_to_grad(p, contribution) (above: adds to p.grad and fires p's grad-ready hooks,
+  // which DDP listens to); sum(t, dim).
   // TODO(task4) BEGIN: chapter §1's row-parallel backward: dy [N, out], whole on every
   // rank -> dx_r [N, in_r]; the weight's and the bias's gradients accumulated, the bias's
-  // the same on every rank and announced to its hooks; no collective (about 3 lines).
+  // the same on every rank and announced to its hooks; no collective. Stuck:
+  // tools/hint 11 4 (about 3 lines).
   if (has_replicated_bias_) add_to_grad(replicated_bias(), sum(grad_out, 0));
   return nn::Linear::backward(g_->backward(grad_out));
   // TODO(task4) END

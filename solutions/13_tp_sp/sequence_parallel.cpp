@@ -9,13 +9,15 @@ namespace mgpu::parallel::tp {
 
 Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group) {
   MGPU_CHECK(x_r.ndim() == 3, "gather_sequence: expected [B, T/P, C], got ", x_r.str());
-  // What you have: x_r [B, T/P, C] (rank r's tokens [r·T/P, (r+1)·T/P) of every sequence);
-  // group: size(), all_gather(output, input) (output = the ranks' inputs one after the
-  // other, rank 0 first; wait() on the Work it returns); Tensor::empty(shape, dtype,
-  // device); permute(x, dims) (a new contiguous tensor); t.reshape(shape).
+  // What you have: x_r [B, T/P, C] (this rank's tokens of every sequence, chapter §3's cut
+  // along T); group: all_gather(output, input) (output = the ranks' inputs one after the
+  // other, rank 0 first; wait() on the Work it returns), rank(), size(); permute(x, dims)
+  // (a new contiguous tensor); t.clone(), t.reshape(shape), t.slice(begin, end) (rows
+  // along dim 0, a view); Tensor::empty(shape, dtype, device).
   // TODO(task3) BEGIN: chapter §3: the whole [B, T, C] on every rank, tokens in sequence
   // order (token t of sequence b where it was before the cut); exactly one collective of
-  // B·T·C values, complete when the function returns (about 6 lines).
+  // B·T·C values, complete when the function returns. Stuck: tools/hint 13 3
+  // (about 6 lines).
   const int P = group.size();
   const std::int64_t B = x_r.size(0), Tr = x_r.size(1), C = x_r.size(2);
   Tensor all = Tensor::empty({P, B, Tr, C}, x_r.dtype(), x_r.device());
@@ -27,12 +29,13 @@ Tensor gather_sequence(const Tensor& x_r, dist::ProcessGroup& group) {
 Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group) {
   MGPU_CHECK(x.ndim() == 3 && x.size(1) % group.size() == 0, "reduce_scatter_sequence: ",
              x.str(), " is not [B, T, C] with T a multiple of the ", group.size(), " ranks");
-  // What you have: x [B, T, C] (this rank's partial sum, every token); group:
+  // What you have: x [B, T, C] (this rank's partial sum, every token); group: rank(),
   // reduce_scatter(output, input, dist::ReduceOp) (input cut into size() equal chunks,
-  // output = chunk rank() of their sum over the ranks); permute, reshape, Tensor::empty.
-  // TODO(task3) BEGIN: chapter §3: this rank's tokens [r·T/P, (r+1)·T/P) of the group's
-  // sum, [B, T/P, C]; exactly one collective, complete when the function returns (about
-  // 6 lines).
+  // output = chunk rank() of their sum over the ranks), size(); permute(x, dims);
+  // t.reshape(shape); Tensor::empty(shape, dtype, device).
+  // TODO(task3) BEGIN: chapter §3: this rank's tokens of the group's sum (§3's cut along
+  // T, the one gather_sequence undoes), [B, T/P, C]; exactly one collective, complete when
+  // the function returns. Stuck: tools/hint 13 3 (about 6 lines).
   const int P = group.size();
   const std::int64_t B = x.size(0), Tr = x.size(1) / P, C = x.size(2);
   const Tensor chunks = permute(x.reshape({B, P, Tr, C}), {1, 0, 2, 3});

@@ -31,16 +31,19 @@ double vocab_parallel_cross_entropy(const Tensor& logits_r, const Tensor& labels
                " outside the vocabulary of ", real_vocab);
   // Columns [0, real) of this rank's slice are real tokens; the rest is padding.
   const std::int64_t real = std::clamp<std::int64_t>(real_vocab - range.begin, 0, V);
-  // What you have: z (this rank's logits, f64, z[n·V + j] is token range.begin + j of row n),
-  // y (the N targets, global ids), real, N, V; group: all_reduce(t, dist::ReduceOp::max or
-  // ::sum) (in place; wait()); Tensor::from_vector(values, shape, device) and
-  // t.to_vector<double>() to move numbers in and out; logits_r.device().
-  // TODO(task2) BEGIN: chapter §2: the mean over the N rows of log Σ_v exp(z_v) − z_target,
-  // the softmax over the whole (unpadded) vocabulary, the same on every rank; stable (each
-  // row's largest logit over every rank subtracted before exp). Exactly two collectives of
-  // O(N) values — the logits never travel; the target's logit comes from the one rank whose
-  // slice holds it. When grad is given, *grad [N, V] (logits_r's dtype and device) =
-  // (softmax − onehot(target)) / N in this rank's columns, 0 in the padding (about 35 lines).
+  // What you have: N, V, real, range; y (the N targets, global ids); z (this rank's logits,
+  // f64, z[n·V + j] is token range.begin + j of row n); group: all_reduce(t,
+  // dist::ReduceOp::max or ::sum) (in place; wait()), rank(), size(); cast(t, dtype);
+  // logits_r.device(), logits_r.dtype(); Tensor::from_vector(values, shape, device) and
+  // t.to_vector<double>() to move numbers in and out; std::exp, std::log, std::max and
+  // std::numeric_limits<double>::infinity().
+  // TODO(task2) BEGIN: chapter §2's cross-entropy without gathering the logits: the mean
+  // over the N rows of log Σ_v exp(z_v) − z_target, the softmax over the whole (unpadded)
+  // vocabulary, the same value on every rank, stable (§2: logits of ±20 and padding of 1000
+  // give no overflow). Exactly two collectives on group, of O(N) values each: the logits
+  // never travel. When grad is given, *grad [N, V] (logits_r's dtype and device) = the
+  // loss's gradient with respect to this rank's columns (§2), 0 in the padding. Stuck:
+  // tools/hint 13 2 (about 35 lines).
   std::vector<double> m(static_cast<std::size_t>(N), -std::numeric_limits<double>::infinity());
   for (std::int64_t n = 0; n < N; ++n)
     for (std::int64_t j = 0; j < real; ++j) m[n] = std::max(m[n], z[n * V + j]);

@@ -14,19 +14,22 @@ CpForward ring_attention_forward(const Tensor& q, const Tensor& k, const Tensor&
   const std::vector<std::int64_t> q_pos = sequence_positions(T, P, r, split);
   CpForward f;
   f.result = empty_partial(q.size(0), q.size(1), q.size(2));
-  // What you have: q, k, v (this rank's rows, [BH, T/P, D]); P, r; q_pos;
-  // sequence_positions(T, P, j, split) (rank j's positions: those of the block rank j owns);
-  // chunk_rows(T, P, split) (the rows of a chunk); block_attention(q, k_j, v_j, q_pos,
-  // k_pos, causal, chunk, &f.work) -> a PartialAttention;
-  // merge_partial(f.result, part); group.batch_isend_irecv({dist::P2POp::isend(t, dst, tag),
-  // dist::P2POp::irecv(t, src, tag), ...}) -> a dist::Work (wait() it; the tensors sent must
-  // not change before); Tensor::empty(shape, dtype, device); tags kTagK and kTagV.
+  // What you have: q, k, v (this rank's rows, [BH, T/P, D]); P, r; q_pos; f.result (empty:
+  // lse -inf, out 0); f.work. Library: block_attention(q, k_j, v_j, q_pos, k_pos, causal,
+  // chunk, &f.work) -> a PartialAttention (a skipped block counts nothing);
+  // block_skipped(q_pos, k_pos, causal); chunk_rows(T, P, split) (the rows of a chunk);
+  // dist::wait_all(works); group.batch_isend_irecv({dist::P2POp::isend(t, dst, tag),
+  // dist::P2POp::irecv(t, src, tag), ...}) -> a dist::Work (wait() it; the tensors sent
+  // must not change before); merge_partial(acc, part) (task 1); sequence_positions(T, P,
+  // j, split) (rank j's positions: those of the block rank j owns); Tensor::empty(shape,
+  // dtype, device); tags kTagK and kTagV.
   // TODO(task3) BEGIN: chapter §3, task 3: f.result = this rank's queries over every block
   // of the sequence, merged; f.work = the score entries computed. Invariants: after P
   // steps every block has visited every rank exactly once; exactly 2(P-1) sends per rank
   // (K and V to rank r+1, tags kTagK and kTagV), each posted before the compute of the
   // block in hand; a block wholly in the future costs no compute (block_attention skips
-  // it and counts nothing); equal to full attention at 1e-12 in f64 (about 16 lines).
+  // it and counts nothing); equal to full attention at 1e-12 in f64. Stuck:
+  // tools/hint 14 3 (about 16 lines).
   const std::int64_t chunk = chunk_rows(T, P, split);
   Tensor k_cur = k, v_cur = v;
   const int next = (r + 1) % P, prev = (r - 1 + P) % P;

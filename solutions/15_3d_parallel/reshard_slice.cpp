@@ -15,12 +15,13 @@ bool intersect_slices(const Slice& stored, const Slice& wanted, SliceOverlap& ou
              wanted.str(), " differ in their number of dimensions");
   // What you have: stored and wanted (offsets and lengths along each of n dimensions; a
   // 0-d tensor has n = 0 and one element); out (global: Slice; in_stored, in_wanted:
-  // offsets).
-  // TODO(task3) BEGIN: chapter §"Checkpoints that change layout": the common box, dimension
-  // by dimension. Invariant: an element is in the result exactly when it is in both slices;
-  // no common element (an empty range along any dimension) returns false and leaves `out`
-  // untouched; otherwise out.global is the box in the tensor's coordinates and in_stored /
-  // in_wanted are its offsets inside each slice (about 12 lines).
+  // offsets); SliceOverlap; std::max, std::min.
+  // TODO(task3) BEGIN: chapter §"Checkpoints that change layout", loading on another
+  // layout: the common box of the two slices. Invariant: an element is in the result
+  // exactly when it is in both slices; no common element returns false and leaves `out`
+  // untouched; otherwise true, out.global is the box in the tensor's coordinates and
+  // in_stored / in_wanted are its offsets inside each slice. Stuck: tools/hint 15 3
+  // (about 12 lines).
   SliceOverlap r;
   for (std::size_t d = 0; d < n; ++d) {
     const std::int64_t begin = std::max(stored.offsets[d], wanted.offsets[d]);

@@ -61,7 +61,7 @@ class CountingGroup : public ForwardingGroup {
 /// that a ring whose sends and receives do not pair up fails in seconds, not minutes.
 inline dist::ProcessGroup& lesson_group() {
   static std::shared_ptr<dist::ProcessGroup> g =
-      dist::new_group("mpi", Device::cpu(), quiet_options(std::min(dist::default_timeout_s(), 30.0)));
+      dist::new_group("mpi", Device::cpu(), quiet_options(test_timeout_s(30)));
   return *g;
 }
 

@@ -28,7 +28,7 @@ namespace tpar = mgpu::parallel::tp;  // tensor parallelism: lesson 11 writes it
 
 /// Options for the tests' groups: quiet, and a stuck collective fails in a minute.
 inline dist::GroupOptions quiet() {
-  return testing::quiet_options(std::min(dist::default_timeout_s(), 60.0));
+  return testing::quiet_options(testing::test_timeout_s());
 }
 
 /// A CPU group over every rank, created once (every rank runs the same tests in order).

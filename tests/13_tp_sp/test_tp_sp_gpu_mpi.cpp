@@ -11,7 +11,7 @@ namespace {
 void check_on_gpu(bool sp) {
   const Device gpu = dist::rank_device(Device::Kind::cuda);
   static std::shared_ptr<dist::ProcessGroup> gpu_group =
-      dist::new_group("mpi", gpu, quiet_options(60));
+      dist::new_group("mpi", gpu, quiet_options(test_timeout_s()));
   dist::ProcessGroup& g = *gpu_group;
   auto full = f64_block();
   auto on_gpu = std::static_pointer_cast<nn::Block>(full->clone());

@@ -11,7 +11,7 @@ namespace {
 void check_on_gpu(bool backward) {
   const Device gpu = dist::rank_device(Device::Kind::cuda);
   static std::shared_ptr<dist::ProcessGroup> gpu_group =
-      dist::new_group("mpi", gpu, quiet_options(60));
+      dist::new_group("mpi", gpu, quiet_options(test_timeout_s()));
   dist::ProcessGroup& g = *gpu_group;
   const int P = g.size(), r = g.rank();
   auto [q, k, v, dy] = whole_inputs();

@@ -134,7 +134,7 @@ inline std::vector<Layout> layouts(int world, bool interleaved) {
 // rank.
 inline void check_layout(const Layout& layout, const Device& device = Device::cpu()) {
   INFO(layout.str() << " on " << device.str());
-  const grid::ProcessGrid g(layout.shape, "mpi", device, quiet_options(60));
+  const grid::ProcessGrid g(layout.shape, "mpi", device, quiet_options(test_timeout_s()));
   const int D = layout.shape.dp, P = layout.shape.tp, p = layout.shape.pp;
   const int m = p == 1 ? 2 : p;  // a multiple of p, as interleaving needs
   const std::int64_t blocks = std::max(2, p * layout.v);

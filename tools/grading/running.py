@@ -49,7 +49,9 @@ class Run:
 
     def why_incomplete(self, timeout, inside=True):
         if self.timed_out:
-            return f"timed out after {timeout:g} s; the run was killed"
+            if timeout:
+                return f"timed out after {timeout:g} s; the run was killed"
+            return f"killed after {self.seconds:.0f} s"
         if self.rc < 0:
             try:
                 name = signal.Signals(-self.rc).name
@@ -139,10 +141,12 @@ class Runner:
         self.env = dict(os.environ)
         # Containers often forbid the cross-memory attach Open MPI uses between ranks.
         self.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
-        # A stuck collective should end with the library's message (which rank, which
-        # collective) before the launch's own time limit kills it without one.
+        # A stuck collective or message ends with the library's words (which rank, which op,
+        # which peer and tag) within seconds, long before the launch's own time limit would
+        # kill it without any: 5 s, or half of a shorter launch limit. No op of the
+        # reference waits for another rank that long.
         if self.timeout:
-            self.env.setdefault("MGPU_DIST_TIMEOUT_S", f"{max(1.0, min(60.0, self.timeout / 2)):g}")
+            self.env.setdefault("MGPU_DIST_TIMEOUT_S", f"{max(1.0, min(5.0, self.timeout / 2)):g}")
         self.env = self.confinement.env(self.env)
         self.launches = 0
         # checked: {test binary: the reference build's binary}. Their launches record
@@ -338,7 +342,7 @@ class Runner:
         if r.timed_out:   # Catch2 reports the case SIGTERM interrupted: say why it came
             for c in cases:
                 if c.status == "failed" and "SIGTERM" in c.output:
-                    c.output = f"{r.why_incomplete(0)}\n{c.output}"
+                    c.output = f"{r.why_incomplete(self.timeout_text)}\n{c.output}"
         return cases
 
     def forged(self, prefix, exe, expected, only, kind):

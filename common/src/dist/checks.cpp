@@ -88,6 +88,21 @@ OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, Reduc
   return s;
 }
 
+OpSignature p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
+                          const std::string& backend, int group) {
+  if (ops.size() == 1) {
+    const P2POp& o = ops.front();
+    OpSignature s = make_signature(o.kind == P2POp::Kind::send ? OpKind::send : OpKind::recv, seq,
+                                   &o.tensor, ReduceOp::sum, o.peer, backend, group);
+    s.tag = o.tag;
+    return s;
+  }
+  OpSignature s = make_signature(OpKind::batch_p2p, seq, nullptr, ReduceOp::sum, -1, backend, group);
+  for (const P2POp& o : ops)
+    s.messages.push_back({o.kind == P2POp::Kind::send, o.peer, o.tag, o.tensor.dtype(), o.tensor.numel()});
+  return s;
+}
+
 namespace {
 
 constexpr int kMaxDims = 8;

@@ -5,6 +5,7 @@
 #include "mpi_include.h"
 
 #include "engine.h"
+#include "mgpu/dist/process_group.h"
 
 namespace mgpu::dist::detail {
 
@@ -20,6 +21,10 @@ bool overlaps(const Tensor& a, const Tensor& b);
 
 OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r,
                            int root, const std::string& backend, int group);
+/// The signature of point-to-point messages posted together: a send or recv with its peer
+/// and tag for one message, a batch_isend_irecv listing its messages for several.
+OpSignature p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
+                          const std::string& backend, int group);
 
 /// Debug mode: every rank sends its signature of the next collective to every other; if
 /// any differs from rank 0's, or two members' orders differ on a group they share, every

@@ -53,7 +53,15 @@ std::string OpSignature::describe() const {
     case OpKind::recv: os << " from rank " << root; break;
     default: break;
   }
+  if ((kind == OpKind::send || kind == OpKind::recv) && tag >= 0) os << " tag " << tag;
   if (!backend.empty()) os << " (" << backend << ")";
+  constexpr std::size_t kShown = 4;
+  for (std::size_t i = 0; i < std::min(messages.size(), kShown); ++i) {
+    const Message& m = messages[i];
+    os << (i ? ", " : ": ") << (m.send ? "send " : "recv ") << dtype_name(m.dtype) << '['
+       << m.numel << ']' << (m.send ? " to rank " : " from rank ") << m.peer << " tag " << m.tag;
+  }
+  if (messages.size() > kShown) os << ", … (" << messages.size() << " messages)";
   return os.str();
 }
 
@@ -113,13 +121,37 @@ void CommEngine::begin_tracking(Pending& p) {
     in_flight_.push_back({p.work.get(), p.sig, deadline, p.started});
   }
   watch_cv_.notify_all();
+  if (!p.sig.is_collective()) {
+    note_sent(p.sig);
+    publish_oldest_p2p(p.sig.group);
+  }
 }
 
 void CommEngine::end_tracking(const WorkState* w, const OpSignature& sig) {
   if (sig.is_collective()) note_done(sig);
   if (timeout_s_ <= 0) return;
-  std::lock_guard<std::mutex> lock(watch_mutex_);
-  in_flight_.remove_if([w](const Tracked& e) { return e.work == w; });
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    in_flight_.remove_if([w](const Tracked& e) { return e.work == w; });
+  }
+  if (!sig.is_collective()) publish_oldest_p2p(sig.group);
+}
+
+void CommEngine::publish_oldest_p2p(int group) {
+  // This group's oldest point-to-point op still in flight, for a peer's timeout message.
+  OpSignature oldest;
+  std::chrono::steady_clock::time_point since{};
+  bool any = false;
+  {
+    std::lock_guard<std::mutex> lock(watch_mutex_);
+    for (const Tracked& e : in_flight_)
+      if (!e.sig.is_collective() && (!any || e.started < since)) {
+        oldest = e.sig;
+        since = e.started;
+        any = true;
+      }
+  }
+  note_p2p_in_flight(group, any ? &oldest : nullptr);
 }
 
 void CommEngine::compare(Pending& p) {

@@ -35,12 +35,23 @@ struct OpSignature {
   bool has_tensor = false;
   std::string backend;
   int group = -1;                // the group's world-wide id (progress_board.h); -1: unknown
+  int tag = -1;                  // send/recv: the message's tag
+  /// One message of a batch_isend_irecv.
+  struct Message {
+    bool send = false;
+    int peer = -1;               // the group rank it goes to or comes from
+    int tag = -1;
+    DType dtype = DType::f32;
+    std::int64_t numel = 0;
+  };
+  std::vector<Message> messages;  // batch_isend_irecv: its messages, in the order given
   /// Debug mode: collectives this rank had issued on each tracked group before this one.
   std::vector<std::int64_t> issued_before;
 
   bool is_collective() const { return kind != OpKind::send && kind != OpKind::recv &&
                                       kind != OpKind::batch_p2p; }
-  /// "all_reduce #3 f32[1000] op=sum (mpi)".
+  /// "all_reduce #3 f32[1000] op=sum (mpi)", "recv #2 f32[4] from rank 1 tag 7 (mpi)",
+  /// "batch_isend_irecv #5 (mpi): send f32[64] to rank 1 tag 40, recv f32[64] from rank 3 tag 40".
   std::string describe() const;
 };
 
@@ -105,6 +116,8 @@ class CommEngine {
   static void compare(Pending& p);
   /// Takes the op off the watchdog's list and publishes a finished collective.
   void end_tracking(const WorkState* w, const OpSignature& sig);
+  /// Publishes this group's oldest point-to-point op in flight on the progress board.
+  void publish_oldest_p2p(int group);
   bool poll_outstanding();
 
   double timeout_s_;

@@ -68,9 +68,8 @@ Work MpiGroup::collective(OpKind kind, const Tensor* t, ReduceOp r, int root,
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 
-Work MpiGroup::p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start) {
-  OpSignature sig = make_signature(kind, ++p2p_seq_, t, ReduceOp::sum, peer, "mpi", id_);
-  return engine_->submit(Op{std::move(sig), std::move(start)});
+Work MpiGroup::p2p(const std::vector<P2POp>& ops, std::function<Poll()> start) {
+  return engine_->submit(Op{p2p_signature(ops, ++p2p_seq_, "mpi", id_), std::move(start)});
 }
 
 Work MpiGroup::all_reduce(const Tensor& t, ReduceOp op) {
@@ -246,11 +245,7 @@ Work MpiGroup::batch_isend_irecv(const std::vector<P2POp>& ops) {
       return true;
     };
   };
-  const Tensor* first = &ops.front().tensor;
-  if (ops.size() == 1)
-    return p2p(ops[0].kind == P2POp::Kind::send ? OpKind::send : OpKind::recv, first,
-               ops[0].peer, start);
-  return p2p(OpKind::batch_p2p, nullptr, -1, start);
+  return p2p(ops, start);
 }
 
 }  // namespace mgpu::dist::detail

@@ -37,7 +37,7 @@ class MpiGroup final : public BackendGroup {
 
  private:
   Work collective(OpKind kind, const Tensor* t, ReduceOp r, int root, std::function<Poll()> start);
-  Work p2p(OpKind kind, const Tensor* t, int peer, std::function<Poll()> start);
+  Work p2p(const std::vector<P2POp>& ops, std::function<Poll()> start);
 
   Device device_;
   int id_;

@@ -237,8 +237,7 @@ class NcclGroup final : public BackendGroup {
     check(o.tensor, is_send ? "send" : "recv");
     check_rank(is_send ? "send" : "recv", o.peer, size(), is_send ? "destination" : "source");
     Held h{o, ready_event(o.tensor), std::make_shared<WorkState>(), ++p2p_seq_};
-    h.state->what = make_signature(is_send ? OpKind::send : OpKind::recv, h.seq, &o.tensor,
-                                   ReduceOp::sum, o.peer, "nccl", id_).describe();
+    h.state->what = p2p_signature({o}, h.seq, "nccl", id_).describe();
     std::weak_ptr<Hold> weak = hold_;
     h.state->on_wait = [weak] {
       if (auto hold = weak.lock()) hold->flush();
@@ -251,8 +250,16 @@ class NcclGroup final : public BackendGroup {
 
   // One NCCL group for the held messages; each Work completes when the group has.
   void launch_held(std::vector<Held> batch) {
-    OpSignature sig = make_signature(OpKind::batch_p2p, batch.front().seq, nullptr,
-                                     ReduceOp::sum, -1, "nccl", id_);
+    std::vector<P2POp> messages;
+    for (const Held& h : batch) messages.push_back(h.op);
+    OpSignature sig = p2p_signature(messages, batch.front().seq, "nccl", id_);
+    if (messages.size() == 1) {  // still a batch here: one NCCL group, whatever it holds
+      sig.kind = OpKind::batch_p2p;
+      sig.messages = {{messages[0].kind == P2POp::Kind::send, messages[0].peer, messages[0].tag,
+                       messages[0].tensor.dtype(), messages[0].tensor.numel()}};
+      sig.has_tensor = false;
+      sig.root = -1;
+    }
     Device dev = device_;
     ncclComm_t comm = nccl_;
     const Stream s(device_, stream_);

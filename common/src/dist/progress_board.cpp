@@ -10,6 +10,7 @@
 #include <algorithm>
 #include <cstring>
 #include <initializer_list>
+#include <map>
 #include <mutex>
 #include <unistd.h>
 #include <utility>
@@ -20,8 +21,18 @@
 namespace mgpu::dist::detail {
 namespace {
 
-// A rank's record: a header, then one slot per tracked group.
-constexpr int kFinalizing = 0, kLatestGroup = 1, kPid = 2, kHeader = 3;
+// A rank's record: a header, then one slot per tracked group. The header's end holds the
+// rank's oldest point-to-point op in flight, or, when none is, the last one it posted: its
+// group, seq, kind and peer (batch: -1), tag, whether it completed, then up to kP2pShown
+// messages of a batch (send, peer, tag, dtype, element count each). Then the last kSentKept
+// messages it sent, in a ring (group, peer, tag, dtype, element count each; kSentNext counts
+// them all): a send that has completed is gone from the ops in flight, but a receive that
+// waits for it with another tag needs its tag named.
+constexpr int kFinalizing = 0, kLatestGroup = 1, kPid = 2, kP2pGroup = 3, kP2pSeq = 4,
+              kP2pKind = 5, kP2pPeer = 6, kP2pTag = 7, kP2pDone = 8, kP2pCount = 9, kP2pMessages = 10,
+              kP2pShown = 4, kP2pWords = 5, kSentNext = kP2pMessages + kP2pShown * kP2pWords,
+              kSentFirst = kSentNext + 1, kSentKept = 8, kSentWords = 5,
+              kHeader = kSentFirst + kSentKept * kSentWords;
 // A slot: issued, done, kind, dtype, reduce, root, has_tensor, ndim, dims...
 constexpr int kIssued = 0, kDone = 1, kKind = 2, kDtype = 3, kReduce = 4, kRoot = 5,
               kHasTensor = 6, kNdim = 7, kDims = 8, kMaxDims = 4, kSlot = kDims + kMaxDims;
@@ -82,6 +93,7 @@ struct Board {
   // Every rank's window memory on this node, by world rank (nullptr: another node).
   std::vector<std::int64_t*> peer_base;
   std::vector<std::int64_t> pid_of;  // by world rank, from the board (0: unknown)
+  std::map<int, OpSignature> p2p_in_flight;  // by group: its oldest p2p op in flight
 };
 
 Board& board() {
@@ -108,6 +120,31 @@ RankProgress decode(const std::vector<std::int64_t>& rec) {
   p.finalizing = rec[kFinalizing] != 0;
   p.latest_group = static_cast<int>(rec[kLatestGroup]);
   p.pid = rec[kPid];
+  p.p2p.seq = rec[kP2pSeq];
+  if (p.p2p.seq > 0) {
+    p.p2p.group = static_cast<int>(rec[kP2pGroup]);
+    p.p2p.kind = static_cast<OpKind>(rec[kP2pKind]);
+    p.p2p.root = static_cast<int>(rec[kP2pPeer]);
+    p.p2p.tag = static_cast<int>(rec[kP2pTag]);
+    p.p2p_done = rec[kP2pDone] != 0;
+    const int n = static_cast<int>(std::clamp<std::int64_t>(rec[kP2pCount], 0, kP2pShown));
+    for (int i = 0; i < n; ++i) {
+      const std::int64_t* m = rec.data() + kP2pMessages + i * kP2pWords;
+      OpSignature::Message msg;
+      msg.send = m[0] != 0;
+      msg.peer = static_cast<int>(m[1]);
+      msg.tag = static_cast<int>(m[2]);
+      msg.dtype = static_cast<DType>(m[3]);
+      msg.numel = m[4];
+      p.p2p.messages.push_back(msg);
+    }
+  }
+  const std::int64_t sent = rec[kSentNext];
+  for (std::int64_t n = std::max<std::int64_t>(0, sent - kSentKept); n < sent; ++n) {
+    const std::int64_t* e = rec.data() + kSentFirst + static_cast<int>(n % kSentKept) * kSentWords;
+    p.sent.push_back({static_cast<int>(e[0]), {true, static_cast<int>(e[1]), static_cast<int>(e[2]),
+                                               static_cast<DType>(e[3]), e[4]}});
+  }
   p.groups.resize(kTrackedGroups);
   for (int g = 0; g < kTrackedGroups; ++g) {
     const std::int64_t* s = rec.data() + slot(g);
@@ -269,6 +306,64 @@ void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts) {
     __atomic_store_n(&e[kNumel], numel_word(sig), __ATOMIC_RELAXED);
     __atomic_store_n(&e[0], sig.seq, __ATOMIC_RELEASE);
   }
+}
+
+void note_p2p_in_flight(int group, const OpSignature* in_flight) {
+  Board& b = board();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (b.local.empty()) return;
+  if (in_flight)
+    b.p2p_in_flight[group] = *in_flight;
+  else
+    b.p2p_in_flight.erase(group);
+  const OpSignature* sig = in_flight ? in_flight
+                           : b.p2p_in_flight.empty() ? nullptr
+                                                     : &b.p2p_in_flight.begin()->second;
+  if (!sig) {  // nothing in flight: the last op posted stays, marked completed
+    b.local[kP2pDone] = 1;
+    publish(b, {{kP2pDone, 1}});
+    return;
+  }
+  std::fill(b.local.begin() + kP2pGroup, b.local.begin() + kSentNext, 0);
+  {
+    b.local[kP2pGroup] = sig->group;
+    b.local[kP2pSeq] = std::max<std::int64_t>(1, sig->seq);
+    b.local[kP2pKind] = static_cast<std::int64_t>(sig->kind);
+    b.local[kP2pPeer] = sig->root;
+    b.local[kP2pTag] = sig->tag;
+    const int n = std::min<int>(static_cast<int>(sig->messages.size()), kP2pShown);
+    b.local[kP2pCount] = n;
+    for (int i = 0; i < n; ++i) {
+      std::int64_t* m = b.local.data() + kP2pMessages + i * kP2pWords;
+      m[0] = sig->messages[static_cast<std::size_t>(i)].send;
+      m[1] = sig->messages[static_cast<std::size_t>(i)].peer;
+      m[2] = sig->messages[static_cast<std::size_t>(i)].tag;
+      m[3] = static_cast<std::int64_t>(sig->messages[static_cast<std::size_t>(i)].dtype);
+      m[4] = sig->messages[static_cast<std::size_t>(i)].numel;
+    }
+  }
+  publish(b, {{kP2pGroup, kSentNext - kP2pGroup}});
+}
+
+void note_sent(const OpSignature& sig) {
+  Board& b = board();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (b.local.empty() || sig.group < 0) return;
+  std::vector<OpSignature::Message> sent;
+  if (sig.kind == OpKind::send) sent.push_back({true, sig.root, sig.tag, sig.dtype, shape_numel(sig.shape)});
+  for (const auto& m : sig.messages)
+    if (m.send) sent.push_back(m);
+  if (sent.empty()) return;
+  for (const auto& m : sent) {
+    const std::int64_t n = b.local[kSentNext]++;
+    std::int64_t* e = b.local.data() + kSentFirst + static_cast<int>(n % kSentKept) * kSentWords;
+    e[0] = sig.group;
+    e[1] = m.peer;
+    e[2] = m.tag;
+    e[3] = static_cast<std::int64_t>(m.dtype);
+    e[4] = m.numel;
+  }
+  publish(b, {{kSentNext, kHeader - kSentNext}});
 }
 
 int compare_with_peers(const OpSignature& sig) {

@@ -10,6 +10,7 @@
 
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "engine.h"
@@ -35,6 +36,13 @@ struct RankProgress {
   int latest_group = -1;    ///< group of the latest collective it issued (-1: none)
   std::int64_t pid = 0;     ///< its process id (0: unknown)
   std::vector<GroupProgress> groups;  ///< by group id; kTrackedGroups entries when readable
+  /// Its oldest point-to-point op in flight (posted, not completed), or where none is the
+  /// last one it posted: kind send, recv or batch_p2p, its group, peer and tag (a batch's
+  /// first messages); seq 0: none posted yet.
+  OpSignature p2p;
+  bool p2p_done = false;  ///< `p2p` has completed (nothing is in flight)
+  /// The last messages it sent, oldest first: (group, the message).
+  std::vector<std::pair<int, OpSignature::Message>> sent;
   /// The record of group `id`, or nullptr when it is not tracked.
   const GroupProgress* on(int id) const;
 };
@@ -73,6 +81,13 @@ void note_issued(const OpSignature& sig, std::vector<std::int64_t>* counts);
 int compare_with_peers(const OpSignature& sig);
 /// Publishes that collective `sig` completed (or failed) on this rank.
 void note_done(const OpSignature& sig);
+/// Records group `group`'s oldest point-to-point op in flight on this rank (nullptr: none)
+/// and publishes one of the groups' (the latest recorded, else any other still in flight),
+/// so that a peer waiting on this rank can say what it waits in.
+void note_p2p_in_flight(int group, const OpSignature* sig);
+/// Publishes the messages a send or batch posts (the last few are kept), so that a peer
+/// whose receive waits with another tag can name the tags sent.
+void note_sent(const OpSignature& sig);
 /// The record of world rank `r` (this rank's own comes from memory).
 RankProgress read_progress(int r);
 

@@ -76,6 +76,15 @@ int main(int argc, char** argv) {
       wait_for_abort();
       return 0;
     }
+    if (std::strcmp(mode, "tag") == 0) {
+      // A message sent with another tag than the receive posts: the receive never matches.
+      Tensor t = Tensor::from_vector(std::vector<float>(4, 1.0f), {4});
+      pg->barrier().wait();
+      if (pg->rank() == 0) pg->recv(t, pg->size() - 1, 7).wait();
+      if (last) pg->send(t, 0, 8).wait();
+      wait_for_abort();
+      return 0;
+    }
     if (std::strcmp(mode, "crossgroup") == 0) {
       auto a = dist::new_group("mpi", Device::cpu(), o);  // group 1
       auto b = dist::new_group("mpi", Device::cpu(), o);  // group 2
@@ -121,6 +130,6 @@ int main(int argc, char** argv) {
     dist::log_error(e.what());
     return 1;
   }
-  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|mismatch|crossgroup|dtype|reduceop|stop");
+  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|tag|mismatch|crossgroup|dtype|reduceop|stop");
   return 2;
 }
