@@ -133,8 +133,8 @@ Tensor SyncBatchNorm::forward_local(const Tensor& x, bool batch_stats, double fa
     return nn::batch_norm_apply(x, as_dtype(running_mean(), stats), invstd, weight, bias);
   }
   nn::BatchNormStats st = nn::batch_norm_stats(x);
-  MGPU_CHECK(st.count > 1, describe(), ": input ", x.str(),
-             " has 1 value per channel; training needs more than 1 (use a larger batch)");
+  MGPU_CHECK(st.count > 1, describe(), ": Expected more than 1 value per channel when "
+             "training, got input ", x.str(), " (1 value per channel; use a larger batch)");
   Tensor invstd = nn::batch_norm_invstd(st.var, eps_);
   if (is_training() && track_)
     detail::update_running_stats(running_mean(), running_var(), st.mean, st.var, st.count, factor);
