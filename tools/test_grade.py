@@ -3,7 +3,7 @@
 task, its reports and GPU policy, submissions spliced into a clean copy, and whole runs
 against fake test binaries (a crash and a hang that cost only their own case, a GPU
 skip, an MPI case that fails only with 3 ranks, an MPI abort, the usage errors).
-Run: python3 tools/test_grade.py"""
+Also tools/class_summary. Run: python3 tools/test_grade.py"""
 import contextlib
 import importlib.machinery
 import importlib.util
@@ -23,7 +23,12 @@ _loader = importlib.machinery.SourceFileLoader("grade", os.path.join(HERE, "grad
 _spec = importlib.util.spec_from_loader("grade", _loader)
 grade = importlib.util.module_from_spec(_spec)
 _loader.exec_module(grade)
+_loader = importlib.machinery.SourceFileLoader("class_summary", os.path.join(HERE, "class_summary"))
+_spec = importlib.util.spec_from_loader("class_summary", _loader)
+class_summary = importlib.util.module_from_spec(_spec)
+_loader.exec_module(class_summary)
 from grading import building, catch2, confine, reports, running, submission, verdicts  # noqa: E402
+from grading import summary                                         # noqa: E402
 from grading.course import Course                                   # noqa: E402
 import subprocess                                                   # noqa: E402
 
@@ -150,8 +155,10 @@ class ParseTest(unittest.TestCase):
         cases = catch2.parse_catch_xml(CANNED_XML).cases
         self.assertEqual(cases[0]["output"], "")
         out = cases[1]["output"]
-        self.assertIn("t.cpp:18: [n = 1000] CHECK( got == want ) failed with expansion: 2.0f == 3.0f", out)
-        self.assertIn("info: n = 1000", out)
+        # The context first: the section path and the INFO, then the failed expression.
+        self.assertEqual(out.splitlines(), [
+            "section: n = 1000", "info: n = 1000",
+            "t.cpp:18: CHECK( got == want ) failed with expansion: 2.0f == 3.0f"])
         self.assertIn("TODO(task1): saxpy_cpu is not written yet", cases[2]["output"])
         self.assertIn("printed by the test", cases[2]["output"])
         self.assertIn("SIGSEGV", cases[3]["output"])
@@ -324,10 +331,29 @@ class ReportTest(unittest.TestCase):
                          [("99_x [task1] p", "passed", 3, 3), ("99_x [task2] f", "failed", 0, 4)])
         self.assertIn("Not graded (1 GPU test(s)", data["output"])
         self.assertIn("99_x [task1] s: no GPU", data["output"])
-        self.assertEqual(data["extra_data"], {"gpu_policy": "exclude", "not_graded": 1})
-        for t in data["tests"]:
-            self.assertEqual(set(t), {"name", "score", "max_score", "status", "output"})
+        self.assertEqual(data["extra_data"]["gpu_policy"], "exclude")
+        self.assertEqual(data["extra_data"]["not_graded"], 1)
+        for t in data["tests"]:   # fields of Gradescope's format only
+            self.assertEqual(set(t), {"name", "score", "max_score", "status", "output",
+                                      "tags", "extra_data"})
         json.dumps(data)
+
+    def test_results_json_has_each_test_s_task_and_each_task_s_subtotal(self):
+        res = self.lesson()
+        res.cases.append(case("f2", "passed", 5, "task2"))
+        data = reports.results_json([res], "exclude", [], 3.6)
+        self.assertEqual(data["execution_time"], 4)
+        self.assertEqual([(t["extra_data"], t["tags"]) for t in data["tests"]], [
+            ({"lesson": "99_x", "task": "task1"}, ["99_x", "task1"]),
+            ({"lesson": "99_x", "task": "task2"}, ["99_x", "task2"]),
+            ({"lesson": "99_x", "task": "task2"}, ["99_x", "task2"])])
+        self.assertEqual(data["extra_data"]["tasks"], [
+            {"lesson": "99_x", "task": "task1", "score": 3, "max_score": 3,
+             "passed": 1, "failed": 0, "skipped": 1},
+            {"lesson": "99_x", "task": "task2", "score": 5, "max_score": 9,
+             "passed": 1, "failed": 1, "skipped": 0}])
+        self.assertEqual(data["extra_data"]["max_score"], 12)
+        self.assertEqual(data["score"], sum(t["score"] for t in data["extra_data"]["tasks"]))
 
     def test_gpu_policy_fail_counts_skipped_gpu_tests_as_failed(self):
         res = self.lesson()
@@ -370,6 +396,132 @@ class ReportTest(unittest.TestCase):
         self.assertEqual(out.getvalue().count("error: nope"), 1)
         self.assertIn("5 test(s) not run", out.getvalue())
         self.assertIn("task2: lessons/99_x/k.cpp", out.getvalue())
+
+
+class ClassSummaryTest(unittest.TestCase):
+    """tools/class_summary: the batch loop's grades/NAME.json summed per student and task."""
+
+    def setUp(self):
+        self.tmp = tempfile.mkdtemp(prefix="mgpu-grade-class-")
+        self.grades = os.path.join(self.tmp, "grades")
+        os.makedirs(self.grades)
+
+    def tearDown(self):
+        shutil.rmtree(self.tmp)
+
+    def write(self, name, cases, policy="fail", lesson="12_transformer"):
+        res = reports.LessonResult(lesson, "lessons", cases)
+        with open(os.path.join(self.grades, name + ".json"), "w") as f:
+            json.dump(reports.results_json([res], policy, []), f)
+        with open(os.path.join(self.grades, name + ".txt"), "w") as f:
+            f.write("score: ...\n")
+
+    def run_summary(self, *args):
+        out, err = io.StringIO(), io.StringIO()
+        with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+            rc = class_summary.main(list(args))
+        return rc, out.getvalue(), err.getvalue()
+
+    def read_csv(self, name):
+        with open(os.path.join(self.tmp, name)) as f:
+            return f.read().splitlines()
+
+    def class_of_two(self):
+        self.write("alice", [case("a", "passed", 2, "task1"), case("b", "passed", 3, "task1"),
+                             case("c", "failed", 4, "task2"), case("g", "passed", 1, "task2", gpu=True)])
+        self.write("bob", [case("a", "failed", 2, "task1"), case("b", "passed", 3, "task1"),
+                           case("c", "passed", 4, "task2"), case("g", "failed", 1, "task2", gpu=True)])
+
+    def test_table_csv_and_gradescope_csv(self):
+        self.class_of_two()
+        csv_path, gs_path = os.path.join(self.tmp, "class.csv"), os.path.join(self.tmp, "gs.csv")
+        rc, out, err = self.run_summary(self.grades, "--csv", csv_path, "--gradescope", gs_path)
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(err, "")
+        lines = out.splitlines()
+        self.assertEqual(lines[0].split(), ["student", "12", "t1", "12", "t2", "points",
+                                            "passed/failed/skipped"])
+        self.assertEqual(lines[1].split(), ["(possible)", "5", "5", "10"])
+        self.assertEqual(lines[2].split(), ["alice", "5", "1", "6/10", "3/1/0"])
+        self.assertEqual(lines[3].split(), ["bob", "3", "4", "7/10", "2/2/0"])
+        self.assertIn("2 student(s); mean 6.5 of 10 points", out)
+        self.assertEqual(self.read_csv("class.csv"), [
+            "student,total,max,passed,failed,skipped,gpu_policy,results_file,"
+            "12_transformer/task1,12_transformer/task1 max,12_transformer/task2,12_transformer/task2 max",
+            f"alice,6,10,3,1,0,fail,{self.grades}/alice.json,5,5,1,5",
+            f"bob,7,10,2,2,0,fail,{self.grades}/bob.json,3,5,4,5"])
+        self.assertEqual(self.read_csv("gs.csv"), [
+            "student,total,12_transformer/task1,12_transformer/task2",
+            "alice,6,5,1", "bob,7,3,4"])
+
+    def test_defaults_write_beside_the_grades_and_name_what_differs(self):
+        self.class_of_two()
+        self.write("carol", [case("a", "passed", 2, "task1"), case("b", "passed", 3, "task1"),
+                             case("c", "passed", 4, "task2"),
+                             case("g", "skipped", 1, "task2", kind="gpu", gpu=True)], policy="exclude")
+        rc, out, err = self.run_summary(self.grades)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("different GPU policies (exclude: carol; fail: alice, bob)", err)
+        self.assertIn("12_transformer/task2: the maximum is 5, but smaller for carol (4)", err)
+        self.assertEqual(out.splitlines()[4].split(), ["carol", "5", "4", "9/9", "3/0/1"])
+        self.assertTrue(os.path.exists(os.path.join(self.grades, "summary.csv")))
+        self.assertTrue(os.path.exists(os.path.join(self.grades, "gradescope.csv")))
+
+    def test_a_missing_or_malformed_results_file_is_named_and_stops_the_summary(self):
+        self.class_of_two()
+        with open(os.path.join(self.grades, "eve.json"), "w") as f:
+            f.write('{"score": 3, "tests": [')                 # cut short
+        with open(os.path.join(self.grades, "dave.txt"), "w") as f:
+            f.write("grade: --submission class/dave has no lessons/ folder\n")
+        with open(os.path.join(self.grades, "mallory.json"), "w") as f:
+            json.dump({"score": 9, "tests": [{"name": "12_transformer [task1] a", "score": 9,
+                                              "max_score": 2, "status": "passed"}]}, f)
+        rc, out, err = self.run_summary(self.grades)
+        self.assertEqual(rc, 2)
+        self.assertEqual(out, "")
+        self.assertIn(f"{self.grades}/eve.json: is not valid JSON: Expecting value at line 1, "
+                      "column 24 (it ends early", err)
+        self.assertIn(f"{self.grades}/dave.json: missing, though {self.grades}/dave.txt is there", err)
+        self.assertIn("has no lessons/ folder", err)
+        self.assertIn(f"{self.grades}/mallory.json: test 1 of 1 (12_transformer [task1] a) scores 9 of 2", err)
+        self.assertIn("3 results file(s) missing or malformed; nothing written", err)
+        self.assertFalse(os.path.exists(os.path.join(self.grades, "summary.csv")))
+        # --skip-bad: the others are summed, each one left out named in a warning
+        rc, out, err = self.run_summary(self.grades, "--skip-bad")
+        self.assertEqual(rc, 0)
+        self.assertIn(f"class_summary: warning: skipped {self.grades}/eve.json: is not valid JSON", err)
+        self.assertIn(f"class_summary: warning: skipped {self.grades}/dave.json: missing", err)
+        self.assertIn("skipped (warnings above): ", out)
+        self.assertEqual([ln.split(",")[0] for ln in self.read_csv("grades/gradescope.csv")],
+                         ["student", "alice", "bob"])
+
+    def test_what_a_results_file_must_hold(self):
+        bad = {
+            "[]": "holds a JSON list",
+            '{"score": 1}': 'has no "tests" list',
+            '{"tests": []}': 'has no numeric top-level "score"',
+            '{"score": 0, "tests": [{"name": "x", "score": 0, "max_score": 1, "status": "skipped"}]}':
+                "has status 'skipped'",
+            '{"score": 0, "tests": [{"name": "no task here", "score": 0, "max_score": 1, "status": "failed"}]}':
+                "names no lesson and task",
+            '{"score": 5, "tests": [{"name": "12_x [task1] a", "score": 1, "max_score": 1, "status": "passed"}]}':
+                "is not the sum of its tests' scores (1)",
+            "": "is empty",
+        }
+        path = os.path.join(self.grades, "x.json")
+        for text, why in bad.items():
+            with self.subTest(text=text):
+                with open(path, "w") as f:
+                    f.write(text)
+                with self.assertRaises(summary.BadResults) as caught:
+                    summary.read_results(path)
+                self.assertIn(why, str(caught.exception))
+                self.assertTrue(str(caught.exception).startswith(path + ": "))
+        # A results file of an older tools/grade (no extra_data): the task is in the name.
+        with open(path, "w") as f:
+            f.write('{"score": 1, "tests": [{"name": "12_x [task1] a", "score": 1, '
+                    '"max_score": 1, "status": "passed", "output": ""}]}')
+        self.assertEqual(summary.read_results(path).tasks[("12_x", "task1")]["score"], 1)
 
 
 class SubmissionTest(unittest.TestCase):
@@ -577,13 +729,59 @@ class ReportOrderTest(unittest.TestCase):
             </TestCase>
             </Group></Catch>''')
         c, d = catch2.parse_catch_xml(xml).cases
-        lines = c["output"].splitlines()
-        self.assertEqual(lines[0], "error: TODO(task1): f is not written yet")
-        self.assertEqual(lines[1], "t.cpp:6: thrown by the test after this line")
-        self.assertEqual(lines[2], "info: bias 1")
+        lines = c["output"].splitlines()   # its context (which input), then the error
+        self.assertEqual(lines, ["info: bias 1", "error: TODO(task1): f is not written yet",
+                                 "t.cpp:6: thrown by the test after this line"])
         self.assertNotIn("Unknown expression", c["output"])
         self.assertEqual(d["output"].splitlines(),
                          ["error: TODO(task1): f is not written yet", "t.cpp:9: thrown inside CHECK( f() == 1 )"])
+
+    def test_context_comes_first_and_identical_failures_collapse(self):
+        # A wrong selective-recompute policy: every parameter's bits differ, under a policy.
+        params = [f"transformer.h.0.p{i}" for i in range(8)]
+        check = ('<Expression success="false" type="CHECK" filename="t.cpp" line="63">'
+                 '<Original>same_bits(got[i].second, want[i].second)</Original>'
+                 '<Expanded>false</Expanded></Expression>')
+        body = "".join(f"<Info>attn in f32, GEMMs in f32</Info><Info>{p}</Info>{check}"
+                       for p in params)
+        xml = ('<Catch name="t"><Group name="t"><TestCase name="bits" '
+               'tags="[x][task3][points:3]"><Section name="a GPT of 2 blocks">'
+               '<Info>attn in f32, GEMMs in f32</Info>'
+               '<Expression success="false" type="CHECK" filename="t.cpp" line="58">'
+               '<Original>loss == want</Original><Expanded>2.5 == 2.25</Expanded></Expression>'
+               f'{body}</Section><OverallResult success="false"/></TestCase></Group></Catch>')
+        out = catch2.parse_catch_xml(xml).cases[0]["output"]
+        lines = out.splitlines()
+        self.assertEqual(lines[:3], ["section: a GPT of 2 blocks",
+                                     "info: attn in f32, GEMMs in f32",
+                                     "t.cpp:58: CHECK( loss == want ) failed with expansion: 2.5 == 2.25"])
+        # the shared context is not repeated; the parameter names are listed once each
+        self.assertTrue(lines[3].startswith("info: transformer.h.0.p0 | transformer.h.0.p1 | "), lines[3])
+        self.assertTrue(lines[3].endswith("(8 values)") or "p7" in lines[3], lines[3])
+        self.assertEqual(lines[4], "t.cpp:63: CHECK( same_bits(got[i].second, want[i].second) ) "
+                                   "failed with expansion: false (×8)")
+        self.assertEqual(len(lines), 5)
+        self.assertEqual(out.count("same_bits"), 1)
+        # what the table shows (8 lines) holds all of it
+        res = reports.LessonResult("99_x", "lessons", [case("bits", "failed", 3, "task3", output=out)])
+        table = io.StringIO()
+        reports.print_table(res, table)
+        self.assertIn("(×8)", table.getvalue())
+        self.assertNotIn("more lines", table.getvalue())
+
+    def test_failures_with_other_context_each_show_theirs_and_the_count_is_bounded(self):
+        checks = "".join(
+            f'<Info>rank {r}</Info><Expression success="false" type="CHECK" filename="t.cpp" '
+            f'line="{10 + r}"><Original>a == b</Original><Expanded>{r} == 0</Expanded></Expression>'
+            for r in range(catch2.GROUPS_KEPT + 5))
+        xml = ('<Catch name="t"><Group name="t"><TestCase name="c" tags="[x][task1][points:1]">'
+               f'{checks}<OverallResult success="false"/></TestCase></Group></Catch>')
+        lines = catch2.parse_catch_xml(xml).cases[0]["output"].splitlines()
+        self.assertEqual(lines[:4], ["info: rank 0", "t.cpp:10: CHECK( a == b ) failed with expansion: 0 == 0",
+                                     "info: rank 1", "t.cpp:11: CHECK( a == b ) failed with expansion: 1 == 0"])
+        self.assertEqual(len(lines), 2 * catch2.GROUPS_KEPT + 1)
+        self.assertEqual(lines[-1], "... and 5 more failed check(s) at 5 other place(s) or "
+                                    "with other values")
 
     def test_checks_of_no_task_are_set_aside(self):
         res = reports.LessonResult("99_x", "lessons", [
@@ -607,6 +805,28 @@ class ReportOrderTest(unittest.TestCase):
         run = running.Run(0, "", "", False, 10.0)
         cases = running.Runner._cases_of(report, run, "mpi")
         self.assertAlmostEqual(sum(c.seconds for c in cases), 10.0)
+
+    def test_a_task_that_did_not_compile_says_so(self):
+        err = building.CompileError("task1", "lessons/99_x/k.cpp", "k.cpp:3: error: nope")
+        err.replaced = True
+        cases = [case("todo", "failed", output="error: TODO(task1): f is not written yet\nt.cpp:9: thrown here"),
+                 case("wrong", "failed", output="t.cpp:12: CHECK( f() == 1 ) failed"),
+                 case("other task", "failed", task="task2", output="error: TODO(task2): g is not written yet")]
+        grade.explain_replaced(cases, [err])
+        self.assertEqual(cases[0].output, "did not compile: lessons/99_x/k.cpp (task1's code there "
+                                          "was graded as the unfinished exercise; the compiler's "
+                                          "errors are above)")
+        self.assertNotIn("not written yet", cases[0].output)
+        self.assertTrue(cases[1].output.startswith("did not compile: lessons/99_x/k.cpp"))
+        self.assertIn("CHECK( f() == 1 )", cases[1].output)
+        self.assertIn("not written yet", cases[2].output)   # task 2 compiled: its own words
+        # A test binary that was not built because its task's code does not compile.
+        why = grade.not_built_why("lessons/99_x/test_99_x_task1", [err], False)
+        self.assertEqual(why, "did not compile: lessons/99_x/k.cpp (task1's code; the compiler's "
+                              "errors are above)")
+        self.assertTrue(grade.not_built_why("lessons/99_x/test_99_x_task2", [], False)
+                        .startswith("not run: the build failed"))
+        self.assertIn("was never built", grade.not_built_why("lessons/99_x/test_99_x", [], True))
 
     def test_one_task_picks_its_binary(self):
         binaries = ["lessons/06/test_06", "lessons/06/test_06_task1_mpi", "lessons/06/test_06_task3_mpi"]
@@ -695,7 +915,10 @@ for name, tags, how in cases:
         os.abort()   # a crash, or an MPI_Abort: the launch ends inside this case
     ok = how == "pass" or (how == "fail_np3" and size != 3)
     failed += not ok
-    if not ok:
+    if how == "todo":   # the unfinished exercise's own error
+        stream.write('   <Exception filename="f.cpp" line="3">TODO(task1): adds is not written '
+                     'yet (lessons/99_fake/adds.cpp)</Exception>\n')
+    if not ok and how != "todo":
         stream.write('   <Expression success="false" type="REQUIRE" filename="f.cpp" line="9">'
                      f'<Original>ok</Original><Expanded>false (world {size})</Expanded></Expression>\n')
     stream.write(f'   <OverallResult success="{str(ok).lower()}"/>\n  </TestCase>\n')
@@ -750,6 +973,13 @@ class VerdictsTest(unittest.TestCase):
         self.assertIsNone(self.check([("c", "max_rel_diff #1", "rel:0.01", "2", " 100.9 0.009")], ref))
         self.assertIn("element 0 is 102", self.check(
             [("c", "max_rel_diff #1", "rel:0.01", "2", " 102 0")], ref))
+
+    def test_a_tolerance_is_printed_in_scientific_notation(self):
+        ref = [("c", "result", "1e-12", "1", " 1")]
+        why = self.check([("c", "result", "1e-12", "1", " 1.5")], ref)
+        self.assertIn("(tolerance 1e-12)", why)
+        self.assertEqual([verdicts.sci(x) for x in (1e-12, 2.5e-4, 0.05, 0.0)],
+                         ["1e-12", "2.5e-04", "5e-02", "0"])
 
     def test_checked_equalities_match_as_text(self):
         ref = [("c", "== #1", "text", "1", "{ 5 } == { 5 }")]
@@ -834,6 +1064,10 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(data["score"], 5)
         self.assertEqual(sum(t["max_score"] for t in data["tests"]), 5)
         self.assertEqual({t["status"] for t in data["tests"]}, {"passed"})
+        self.assertEqual([(t["lesson"], t["task"], t["score"], t["max_score"], t["passed"],
+                           t["failed"], t["skipped"]) for t in data["extra_data"]["tasks"]],
+                         [("99_fake", "task1", 2, 2, 1, 0, 0), ("99_fake", "task2", 3, 3, 1, 0, 1)])
+        self.assertEqual({t["extra_data"]["task"] for t in data["tests"]}, {"task1", "task2"})
 
     def test_a_build_dir_given_as_a_link_is_followed(self):
         link = self.tmp + "-link"
@@ -851,6 +1085,28 @@ class EndToEndTest(unittest.TestCase):
         self.assertEqual(rc, 1)
         self.assertIn("score: 5/6 points", out)
         self.assertEqual(out.strip().splitlines()[-1], "2 passed, 1 failed")
+
+    def test_a_task_put_back_to_the_exercise_reports_its_compile_error(self):
+        # What a submission whose task 1 does not compile is graded with: task 1's fences
+        # were put back to the exercise, whose test fails with "not written yet".
+        err = building.CompileError("task1", "lessons/99_fake/adds.cpp", "adds.cpp:3: error: expected ';'")
+        err.replaced = True
+        real = grade.grade
+        grade.grade = lambda args, root: real(args, root, replaced={("lessons", "99_fake"): [err]})
+        results = os.path.join(self.tmp, "results.json")
+        try:
+            rc, out = self.grade("99", "--results-json", results, env={"FAKE_ADDS": "todo"})
+        finally:
+            grade.grade = real
+        self.assertEqual(rc, 1)
+        self.assertIn("FAILED  adds [task1]\n      did not compile: lessons/99_fake/adds.cpp "
+                      "(task1's code there was graded as the unfinished exercise", out)
+        self.assertNotIn("not written yet", out)
+        with open(results) as f:
+            data = json.load(f)
+        adds = [t for t in data["tests"] if t["name"].endswith("adds")][0]
+        self.assertTrue(adds["output"].startswith("did not compile: lessons/99_fake/adds.cpp"))
+        self.assertIn("does not compile: lessons/99_fake/adds.cpp", data["output"])
 
     def test_failure_scores_zero_for_its_case(self):
         rc, out = self.grade("99_fake", env={"FAKE_ADDS": "fail"})

@@ -60,11 +60,14 @@ def configured_build_dirs(root):
 class CompileError:
     """One failed build step's diagnostics for one lesson build: task is 'taskK' when the
     first error lies inside that task's fence, '-' otherwise; replaced: that task was
-    graded with the unfinished exercise in its place (tools/grade --submission)."""
+    graded with the unfinished exercise in its place (tools/grade --submission); tasks:
+    the tasks whose fences in that file were put back then (all of the file's when the
+    error lies outside the fences)."""
 
     def __init__(self, task, where, text):
         self.task, self.where, self.text = task, where, text
         self.replaced = False
+        self.tasks = {task} if task != "-" else set()
 
 
 class BuildDir:

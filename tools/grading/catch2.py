@@ -65,51 +65,122 @@ def _text(el):
 UNKNOWN_EXPRESSION = "{Unknown expression after the reported line}"
 
 
+VARYING_LIMIT = 160   # characters of a context line whose value differs between failures
+GROUPS_KEPT = 20      # distinct failures kept of one case; the rest are counted
+
+
 def failure_text(tc):
-    """What went wrong in a <TestCase>, one item per line: first what the code under test
-    threw (its own message, e.g. a TODO's, leads), then failed expressions and FAIL
-    messages, then INFO/WARN context and captured stdout/stderr."""
-    thrown, failed, context = [], [], []
+    """What went wrong in a <TestCase>, one item per line, each failure after its context:
+    the section path ("section: A / B") and the INFO/CAPTURE/WARN messages Catch2 printed
+    with it (which input, position, policy, parameter, rank), then what the code under
+    test threw (its own message, e.g. a TODO's) or the failed expression or FAIL message.
+    Identical failures (same section, line, expression and expansion) are one line with
+    "(×N)"; their context shows a message they all share once, and one that differs
+    between them (the parameter a loop checks) as its values joined by " | ". Failures
+    with a thrown error lead; of a context that starts as the previous failure's, only the
+    lines that changed are shown; captured stdout/stderr come last."""
+    groups, order = {}, []     # key -> {"infos": [tuple per occurrence], ...}
+    leftover, streams = [], []
+
+    def add(sections, infos, where_line, message=None):
+        key = (tuple(sections), where_line, message)
+        if key not in groups:
+            groups[key] = {"sections": sections, "line": where_line, "message": message,
+                           "infos": []}
+            order.append(key)
+        groups[key]["infos"].append(tuple(infos))
 
     def walk(el, sections):
+        pending = []   # the Info/Warning elements Catch2 writes just before their failure
         for ch in el:
             where = f"{ch.get('filename', '?')}:{ch.get('line', '?')}"
-            prefix = f"[{' / '.join(sections)}] " if sections else ""
             if ch.tag == "Section":
+                leftover.extend(pending)
+                pending = []
                 walk(ch, sections + [ch.get("name", "")])
             elif ch.tag == "Expression" and ch.get("success") == "false":
                 orig, expanded = _text(ch.find("Original")), _text(ch.find("Expanded"))
                 errors = [sub for sub in ch if sub.tag in ("Exception", "FatalErrorCondition")]
                 for sub in errors:
                     label = "error" if sub.tag == "Exception" else "fatal error"
-                    thrown.append(f"{prefix}{label}: {_text(sub)}")
                     if orig == UNKNOWN_EXPRESSION:
-                        failed.append(f"{where}: {prefix}thrown by the test after this line")
+                        line = f"{where}: thrown by the test after this line"
                     else:
-                        failed.append(f"{where}: {prefix}thrown inside "
-                                      f"{ch.get('type', 'CHECK')}( {orig} )")
-                if errors:
-                    continue
-                line = f"{where}: {prefix}{ch.get('type', 'CHECK')}( {orig} ) failed"
-                if expanded and expanded != orig:
-                    line += f" with expansion: {expanded}"
-                failed.append(line)
+                        line = f"{where}: thrown inside {ch.get('type', 'CHECK')}( {orig} )"
+                    add(sections, pending, line, f"{label}: {_text(sub)}")
+                if not errors:
+                    line = f"{where}: {ch.get('type', 'CHECK')}( {orig} ) failed"
+                    if expanded and expanded != orig:
+                        line += f" with expansion: {expanded}"
+                    add(sections, pending, line)
+                pending = []
             elif ch.tag in ("Exception", "FatalErrorCondition"):
                 label = "error" if ch.tag == "Exception" else "fatal error"
-                thrown.append(f"{prefix}{label}: {_text(ch)}")
-                failed.append(f"{where}: {prefix}thrown here")
+                add(sections, pending, f"{where}: thrown here", f"{label}: {_text(ch)}")
+                pending = []
             elif ch.tag == "Failure":
-                failed.append(f"{where}: {prefix}FAIL: {_text(ch)}")
+                add(sections, pending, f"{where}: FAIL: {_text(ch)}")
+                pending = []
             elif ch.tag in ("Info", "Warning"):
-                context.append(f"{prefix}{ch.tag.lower()}: {_text(ch)}")
+                pending.append(f"{ch.tag.lower()}: {_text(ch)}")
             elif ch.tag == "OverallResult":
                 for stream in ("StdOut", "StdErr"):
                     text = _text(ch.find(stream))
                     if text:
-                        context.append(f"{stream.lower()}:\n{text}")
+                        streams.append(f"{stream.lower()}:\n{text}")
+        leftover.extend(pending)
 
     walk(tc, [])
-    return "\n".join(thrown + failed + context)
+    # The code's own error leads (a TODO's message, an exception from the library).
+    keys = [k for k in order if groups[k]["message"]] + [k for k in order if not groups[k]["message"]]
+    out, shown_context = [], None
+    for key in keys[:GROUPS_KEPT]:
+        g = groups[key]
+        context = _context_lines(g["sections"], g["infos"])
+        if context != shown_context:   # what the previous failure's context already said
+            same = 0                       # is not repeated: only its lines that changed
+            while shown_context and same < min(len(context), len(shown_context)) \
+                    and context[same] == shown_context[same]:
+                same += 1
+            out += context[same:] if same < len(context) else context
+            shown_context = context
+        n = len(g["infos"])
+        if g["message"]:
+            out.append(g["message"])
+        out.append(g["line"] + (f" (×{n})" if n > 1 else ""))
+    if len(keys) > GROUPS_KEPT:
+        more = sum(len(groups[k]["infos"]) for k in keys[GROUPS_KEPT:])
+        out.append(f"... and {more} more failed check(s) at {len(keys) - GROUPS_KEPT} other "
+                   "place(s) or with other values")
+    seen = set(ln for ln in out)
+    out += [ln for ln in dict.fromkeys(leftover) if ln not in seen]
+    return "\n".join(out + streams)
+
+
+def _context_lines(sections, infos):
+    """The context of one (collapsed) failure: its section path, then its messages by
+    position (Catch2 lists the outer scope's first): a message that is the same in every
+    occurrence that has one is one line; one that differs is its values, each once, joined
+    by " | " (cut to VARYING_LIMIT characters, with how many values there are)."""
+    lines = [f"section: {' / '.join(sections)}"] if sections else []
+    width = max((len(i) for i in infos), default=0)
+    for pos in range(width):
+        values = [i[pos] for i in infos if pos < len(i)]
+        distinct = list(dict.fromkeys(values))
+        if len(distinct) == 1:
+            lines.append(distinct[0])
+            continue
+        label = distinct[0].split(": ", 1)[0]
+        texts = [v.split(": ", 1)[1] if v.startswith(label + ": ") else v for v in distinct]
+        text, shown = "", 0
+        for t in texts:
+            candidate = t if not shown else f"{text} | {t}"
+            if shown and len(candidate) > VARYING_LIMIT:
+                break
+            text, shown = candidate, shown + 1
+        more = f" | ... ({len(texts)} values)" if shown < len(texts) else ""
+        lines.append(f"{label}: {text}{more}")
+    return lines
 
 
 class Report:

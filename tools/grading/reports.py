@@ -139,10 +139,30 @@ def test_id(res, c):
     return f"{res.lesson} [{c.task}] {c.name}{kind}"
 
 
+def task_subtotals(results):
+    """One dict per lesson and task, in the tables' order: lesson, task, score, max_score
+    (the points of the tests that ran, as in the table), passed, failed, skipped."""
+    out = []
+    for res in results:
+        for task in sorted({c.task for c in res.cases}, key=task_sort_key):
+            sel = [c for c in res.cases if c.task == task]
+            ran = [c for c in sel if c.status != "skipped"]
+            out.append({"lesson": res.lesson, "task": task,
+                        "score": sum(c.score for c in ran),
+                        "max_score": sum(c.points for c in ran),
+                        "passed": sum(c.status == "passed" for c in sel),
+                        "failed": sum(c.status == "failed" for c in sel),
+                        "skipped": sum(c.status == "skipped" for c in sel)})
+    return out
+
+
 def results_json(results, policy, header, seconds=0):
     """Gradescope's results.json: every test 'passed' or 'failed' with score and
     max_score; what was not graded (skipped GPU tests under 'exclude') is named in the
-    top-level output, never reported as a pass."""
+    top-level output, never reported as a pass. Each test carries its lesson and task
+    (its `tags` and `extra_data`, fields of Gradescope's format); the top-level extra_data
+    has each task's subtotal (`tasks`, see task_subtotals) and the maximum score;
+    execution_time: seconds, the whole grade's wall time (seconds: as measured)."""
     tests, score, not_graded = [], 0, []
     for res in results:
         for c in res.cases:
@@ -152,7 +172,8 @@ def results_json(results, policy, header, seconds=0):
             score += c.score
             tests.append({"name": test_id(res, c), "score": c.score, "max_score": c.points,
                           "status": "passed" if c.status == "passed" else "failed",
-                          "output": c.output})
+                          "output": c.output, "tags": [res.lesson, c.task],
+                          "extra_data": {"lesson": res.lesson, "task": c.task}})
     output = list(header)
     if not_graded:
         output.append(f"Not graded ({len(not_graded)} GPU test(s) that could not run here, "
@@ -161,9 +182,11 @@ def results_json(results, policy, header, seconds=0):
     for res in results:
         for e in res.compile_errors:
             output.append(f"{res.variant}/{res.lesson} [{e.task}] does not compile: {e.where}\n{e.text}")
-    return {"score": score, "execution_time": int(seconds), "output": "\n".join(output),
+    return {"score": score, "execution_time": round(seconds), "output": "\n".join(output),
             "tests": tests,
-            "extra_data": {"gpu_policy": policy, "not_graded": len(not_graded)}}
+            "extra_data": {"gpu_policy": policy, "not_graded": len(not_graded),
+                           "max_score": sum(t["max_score"] for t in tests),
+                           "tasks": task_subtotals(results)}}
 
 
 def junit_xml(results):

@@ -246,6 +246,7 @@ def revert_broken_tasks(build, lessons, exercise, reverted):
             if new:
                 reverted.setdefault(rel, set()).update(new)
                 e.replaced = True
+                e.tasks = tasks
                 found.setdefault(("lessons", lesson), []).append(e)
     return found
 

@@ -132,8 +132,17 @@ def differs(theirs, reference):
                 if not (math.isfinite(v) == math.isfinite(w) and
                         (v == w or abs(v - w) <= bound)):
                     return (f"'{key}': element {i} is {v:.9g}, the reference computes "
-                            f"{w:.9g} (tolerance {atol:g}{' relative' if rel else ''})")
+                            f"{w:.9g} (tolerance {sci(atol)}{' relative' if rel else ''})")
     return None
+
+
+def sci(x):
+    """A tolerance in scientific notation, shortest mantissa: 1e-12, 2.5e-04 (never the
+    "0.0" a fixed format makes of a small one)."""
+    if x == 0 or not math.isfinite(x):
+        return f"{x:g}"
+    mantissa, exponent = f"{x:.6e}".split("e")
+    return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
 
 
 def _sides(text):
