@@ -81,7 +81,8 @@ StepReport ParallelGpt::Impl::ddp_step(const Tensor& ids, const Tensor& targets)
   const Tensor logits = trained.forward(ids_r);  // this rank's logits (its columns if split)
   report.logits_bytes = logits.nbytes();
   double local = loss(0, logits, targets_r);
-  trained.backward(head_saved.at(0).grad);  // under DDP: averaged over the data group
+  const Tensor grad_logits = head_saved.at(0).grad;  // a handle: head_backward erases the saved
+  trained.backward(grad_logits);                      // under DDP: averaged over the data group
   report.backward_peak_bytes = step_peak(*this, device, step.base);
   reduce_replicated_grads();
   // The mean over every token: each rank's mean over its tokens weighs 1/(CP·DP), DDP's

@@ -283,9 +283,11 @@ double ParallelGpt::Impl::loss(int micro, const Tensor& logits, const Tensor& ta
 }
 
 Tensor ParallelGpt::Impl::head_backward(int micro, const Tensor& grad_logits) {
+  // A copy first: the caller may pass the saved gradient itself, which the erase frees.
+  Tensor g = grad_logits;
   HeadSaved s = std::move(head_saved.at(micro));
   head_saved.erase(micro);
-  const Tensor& g = grad_logits.defined() ? grad_logits : s.grad;
+  if (!g.defined()) g = s.grad;
   nn::Parameter& table = head->parameter("weight");
   Tensor d_hidden;
   if (plan.head == Vocab::replicated) {  // the whole table, the whole logits
