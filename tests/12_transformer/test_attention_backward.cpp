@@ -40,9 +40,12 @@ TEST_CASE("task2: causal_attention_backward gives the loops' gradients in f64",
     REQUIRE(c.got.dk.shape() == Shape({BH, T, D}));
     REQUIRE(c.got.dv.shape() == Shape({BH, T, D}));
     const LoopGrads want = loop_attention_grads(qkv_of(c.q, c.k, c.v), c.dy.to_vector<double>());
-    CHECK(rel_diff(c.got.dq.to_vector<double>(), want.dq) < 1e-10);
-    CHECK(rel_diff(c.got.dk.to_vector<double>(), want.dk) < 1e-10);
-    CHECK(rel_diff(c.got.dv.to_vector<double>(), want.dv) < 1e-10);
+    CHECK_BELOW("dq against the loops (largest relative difference)",
+                rel_diff(c.got.dq.to_vector<double>(), want.dq), 1e-10);
+    CHECK_BELOW("dk against the loops (largest relative difference)",
+                rel_diff(c.got.dk.to_vector<double>(), want.dk), 1e-10);
+    CHECK_BELOW("dv against the loops (largest relative difference)",
+                rel_diff(c.got.dv.to_vector<double>(), want.dv), 1e-10);
   }
 }
 
@@ -72,33 +75,43 @@ TEST_CASE("task2: every gradient matches central finite differences in f64",
       xm[i] -= h;
       numeric[i] = (loss(plus) - loss(minus)) / (2 * h);
     }
-    INFO(names[which]);
     // Central differences carry an error of order h² (about 1e-10) plus rounding (1e-11).
-    CHECK(rel_diff(got[which], numeric) < 1e-8);
+    CHECK_BELOW(names[which] << " against central differences, h = " << sci(h)
+                             << " (largest relative difference)",
+                rel_diff(got[which], numeric), 1e-8);
   }
 }
 
-TEST_CASE("task2: a masked score gets no gradient: the last position's key and value hear "
-          "only the last row",
+TEST_CASE("task2: a masked score gets no gradient: the key and value at position s hear "
+          "no query row t < s",
           "[12_transformer][task2][points:1]") {
   const std::int64_t BH = 2, T = 6, D = 3;
   const Case c = run_case(BH, T, D, 51);
-  // With dL/dy zero in every row but the last, q's gradient is zero there too, and the
-  // gradients of k and v come from the last row alone; changing dy in rows before T-1
-  // leaves dk and dv at position T-1 unchanged.
-  std::vector<double> dy2 = c.dy.to_vector<double>();
-  for (std::int64_t h = 0; h < BH; ++h)
-    for (std::int64_t t = 0; t + 1 < T; ++t)
-      for (std::int64_t d = 0; d < D; ++d) dy2[static_cast<std::size_t>((h * T + t) * D + d)] *= -3.0;
+  // dL/dy of query row t reaches key and value s only through p[t, s], which is 0 for s > t:
+  // changing dL/dy in row t alone (of head h alone) must leave dk and dv unchanged at every
+  // position after t. Only the backward is under test: the probabilities are the loops'.
   const LoopForward f = loop_attention(qkv_of(c.q, c.k, c.v));
-  const nn::AttentionGrads g2 = nn::causal_attention_backward(
-      Tensor::from_vector(dy2, {BH, T, D}), c.q, c.k, c.v, Tensor::from_vector(f.p, {BH, T, T}));
+  const Tensor probs = Tensor::from_vector(f.p, {BH, T, T});
   const std::vector<double> dk = c.got.dk.to_vector<double>(), dv = c.got.dv.to_vector<double>();
-  const std::vector<double> dk2 = g2.dk.to_vector<double>(), dv2 = g2.dv.to_vector<double>();
+  const double tolerance = 1e-14;
   for (std::int64_t h = 0; h < BH; ++h)
-    for (std::int64_t d = 0; d < D; ++d) {
-      const auto i = static_cast<std::size_t>((h * T + T - 1) * D + d);
-      CHECK(std::fabs(dk2[i] - dk[i]) <= 1e-14 * (std::fabs(dk[i]) + 1));
-      CHECK(std::fabs(dv2[i] - dv[i]) <= 1e-14 * (std::fabs(dv[i]) + 1));
+    for (std::int64_t t = 0; t + 1 < T; ++t) {
+      std::vector<double> dy2 = c.dy.to_vector<double>();
+      for (std::int64_t d = 0; d < D; ++d) dy2[static_cast<std::size_t>((h * T + t) * D + d)] *= -3.0;
+      const nn::AttentionGrads g2 = nn::causal_attention_backward(
+          Tensor::from_vector(dy2, {BH, T, D}), c.q, c.k, c.v, probs);
+      const std::vector<double> dk2 = g2.dk.to_vector<double>(), dv2 = g2.dv.to_vector<double>();
+      for (std::int64_t s = t + 1; s < T; ++s) {
+        double worst = 0;  // the largest relative change of dk or dv at position s
+        for (std::int64_t d = 0; d < D; ++d) {
+          const auto i = static_cast<std::size_t>((h * T + s) * D + d);
+          worst = std::max({worst, std::fabs(dk2[i] - dk[i]) / (std::fabs(dk[i]) + 1),
+                            std::fabs(dv2[i] - dv[i]) / (std::fabs(dv[i]) + 1)});
+        }
+        CHECK_BELOW("causal mask leaked in backward: head " << h << ", query t=" << t
+                        << " sends gradient to key s=" << s
+                        << " (relative change of dk, dv at s when dL/dy changes in row t)",
+                    worst, tolerance);
+      }
     }
 }

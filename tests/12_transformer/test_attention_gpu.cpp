@@ -23,8 +23,10 @@ TEST_CASE("task1: causal_attention on CUDA gives the loops' outputs and probabil
                                           v.to(dtype).to(gpu), &probs);
     REQUIRE(y.device() == gpu);
     REQUIRE(probs.defined());
-    CHECK(rel_diff(y.to(Device::cpu()).to_vector<double>(), want.y) < tol);
-    CHECK(rel_diff(probs.to(Device::cpu()).to_vector<double>(), want.p) < tol);
+    CHECK_BELOW("y on CUDA against the loops (largest relative difference)",
+                rel_diff(y.to(Device::cpu()).to_vector<double>(), want.y), tol);
+    CHECK_BELOW("p on CUDA against the loops (largest relative difference)",
+                rel_diff(probs.to(Device::cpu()).to_vector<double>(), want.p), tol);
   }
 }
 
@@ -47,8 +49,11 @@ TEST_CASE("task2: causal_attention_backward on CUDA gives the loops' gradients",
     REQUIRE(g.dq.defined());
     REQUIRE(g.dk.defined());
     REQUIRE(g.dv.defined());
-    CHECK(rel_diff(g.dq.to(Device::cpu()).to_vector<double>(), want.dq) < tol);
-    CHECK(rel_diff(g.dk.to(Device::cpu()).to_vector<double>(), want.dk) < tol);
-    CHECK(rel_diff(g.dv.to(Device::cpu()).to_vector<double>(), want.dv) < tol);
+    CHECK_BELOW("dq on CUDA against the loops (largest relative difference)",
+                rel_diff(g.dq.to(Device::cpu()).to_vector<double>(), want.dq), tol);
+    CHECK_BELOW("dk on CUDA against the loops (largest relative difference)",
+                rel_diff(g.dk.to(Device::cpu()).to_vector<double>(), want.dk), tol);
+    CHECK_BELOW("dv on CUDA against the loops (largest relative difference)",
+                rel_diff(g.dv.to(Device::cpu()).to_vector<double>(), want.dv), tol);
   }
 }

@@ -9,6 +9,7 @@
 #include <array>
 #include <cmath>
 #include <cstdint>
+#include <cstdio>
 #include <cstring>
 #include <functional>
 #include <memory>
@@ -115,6 +116,27 @@ inline LoopGrads loop_attention_grads(const Qkv& a, const std::vector<double>& d
   return g;
 }
 
+/// x in scientific notation ("1e-12", "3.2e-07") for INFO lines: Catch2 prints doubles in
+/// fixed notation with 10 decimals, which shows a tolerance of 1e-12 as 0.0.
+inline std::string sci(double x) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3g", x);
+  return text;
+}
+
+/// CHECK(error < tolerance) whose failure names what was compared and prints both numbers
+/// in scientific notation (an INFO line), e.g. "y against the loops: 3.1e-09, tolerance
+/// 1e-10". The CHECK itself tests a bool, so Catch2 prints no fixed-notation expansion
+/// (in which a tolerance of 1e-12 would read 0.0).
+#define CHECK_BELOW(what, error, tolerance)                                                 \
+  do {                                                                                      \
+    const double error_ = (error), tolerance_ = (tolerance);                               \
+    INFO(what << ": " << transformer_test::sci(error_) << ", tolerance "                    \
+              << transformer_test::sci(tolerance_));                                        \
+    const bool below_tolerance = error_ < tolerance_;                                       \
+    CHECK(below_tolerance);                                                                 \
+  } while (false)
+
 /// Largest |got - want| / (|want| + 1) of two flat vectors (infinity when sizes differ).
 inline double rel_diff(const std::vector<double>& got, const std::vector<double>& want) {
   if (got.size() != want.size()) return INFINITY;
@@ -191,6 +213,29 @@ inline double formula_bytes(nn::RecomputePolicy policy, double B, double T, doub
     case nn::RecomputePolicy::full: return 4.0 * (B * T * C);
   }
   return 0;
+}
+
+/// The activation bytes one block keeps after a training forward under `policy`, measured
+/// by the allocator: the live bytes after the forward of a 2-block model minus those of a
+/// 1-block one (gpt-tiny's width and heads, C = 128, 4 heads; B sequences of T tokens), the
+/// same weights' seed for both. The contexts are dropped afterwards (no backward runs).
+inline double activation_bytes_per_block(nn::RecomputePolicy policy, std::int64_t B,
+                                         std::int64_t T) {
+  nn::GPTConfig c = nn::GPTConfig::tiny(65);
+  c.block_size = T;
+  const Tensor ids = token_ids(B, T, c.vocab_size, 41);
+  double kept[2] = {0, 0};
+  for (int layers = 1; layers <= 2; ++layers) {
+    c.n_layer = layers;
+    nn::manual_seed(51);
+    nn::GPT model(c);
+    nn::set_recompute(model, policy);
+    const std::size_t before = host_bytes();
+    const Tensor logits = model.forward(ids);
+    kept[layers - 1] = static_cast<double>(host_bytes() - before);
+    model.clear_saved();
+  }
+  return kept[1] - kept[0];
 }
 
 }  // namespace transformer_test
