@@ -97,6 +97,11 @@ OpSignature p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
     s.tag = o.tag;
     return s;
   }
+  return batch_p2p_signature(ops, seq, backend, group);
+}
+
+OpSignature batch_p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
+                                const std::string& backend, int group) {
   OpSignature s = make_signature(OpKind::batch_p2p, seq, nullptr, ReduceOp::sum, -1, backend, group);
   for (const P2POp& o : ops)
     s.messages.push_back({o.kind == P2POp::Kind::send, o.peer, o.tag, o.tensor.dtype(), o.tensor.numel()});

@@ -25,6 +25,9 @@ OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, Reduc
 /// and tag for one message, a batch_isend_irecv listing its messages for several.
 OpSignature p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
                           const std::string& backend, int group);
+/// The signature of a batch_isend_irecv of `ops` (any number, one included).
+OpSignature batch_p2p_signature(const std::vector<P2POp>& ops, std::int64_t seq,
+                                const std::string& backend, int group);
 
 /// Debug mode: every rank sends its signature of the next collective to every other; if
 /// any differs from rank 0's, or two members' orders differ on a group they share, every

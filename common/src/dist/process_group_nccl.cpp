@@ -252,14 +252,8 @@ class NcclGroup final : public BackendGroup {
   void launch_held(std::vector<Held> batch) {
     std::vector<P2POp> messages;
     for (const Held& h : batch) messages.push_back(h.op);
-    OpSignature sig = p2p_signature(messages, batch.front().seq, "nccl", id_);
-    if (messages.size() == 1) {  // still a batch here: one NCCL group, whatever it holds
-      sig.kind = OpKind::batch_p2p;
-      sig.messages = {{messages[0].kind == P2POp::Kind::send, messages[0].peer, messages[0].tag,
-                       messages[0].tensor.dtype(), messages[0].tensor.numel()}};
-      sig.has_tensor = false;
-      sig.root = -1;
-    }
+    // A batch even of one message: one NCCL group, whatever it holds.
+    OpSignature sig = batch_p2p_signature(messages, batch.front().seq, "nccl", id_);
     Device dev = device_;
     ncclComm_t comm = nccl_;
     const Stream s(device_, stream_);
