@@ -10,7 +10,7 @@
 // 4). With --check (the default) every rank also trains the unsplit nn::GPT on the same
 // batches and prints both losses: in f64 they agree to 2e-15, in f32 to about 1e-5.
 //
-//   tools/mpirun -np 2 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20
+//   tools/mpirun -np 2 build/solutions/13_tp_sp/train --tp 2 --data synthetic --steps 20 [--device cuda]
 //   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 4 --data synthetic --steps 20 --sp
 //   tools/mpirun -np 4 build/solutions/13_tp_sp/train --tp 2 --steps 20 --sp   (2 TP x 2 DP)
 //   tools/mpirun -np 2 build/solutions/13_tp_sp/train --data synthetic --steps 4 --dtype f64
@@ -40,6 +40,7 @@ struct Flags : app::GptProgramFlags {
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const app::GptPlace at = app::place_gpt_ranks(f);  // --device, --backend
   const int W = world->size(), rank = world->rank(), P = f.tp == 0 ? W : f.tp;
   MGPU_CHECK(P >= 1 && W % P == 0, "--tp ", P, " does not divide the ", W,
              " rank(s); start a multiple of --tp ranks (tools/mpirun -np N)");
@@ -56,8 +57,8 @@ int train(const Flags& f) {
   // Step 2) the data, the unsplit model, this rank's part of it, the optimizers.
   const data::TextCorpus corpus = app::open_gpt_corpus(f);
   const data::TextLoader loader(corpus.train, f.batch, f.seq, f.seed);
-  auto full = app::make_full_gpt(f, corpus);
-  const parallel::grid::ProcessGrid g(plan.shape);
+  auto full = app::make_full_gpt(f, corpus, at.device);
+  const parallel::grid::ProcessGrid g(plan.shape, at.backend, at.device);
   gpt::ParallelGpt model(*full, plan, g);  // throws when P does not divide the 4 heads
   optim::AdamWOptions adam;
   adam.lr = f.lr;
@@ -82,7 +83,7 @@ int train(const Flags& f) {
   for (std::int64_t s = 0; s < f.steps; ++s) {
     // Step 3) replica d reads batch s·D + d: D batches per step, as one process reading them
     // all. Forward, task 2's loss, backward (DDP's buckets during it), AdamW.
-    const data::TextBatch batch = loader.batch(s * D + g.coords().dp);
+    const data::TextBatch batch = at.batch(loader, s * D + g.coords().dp);
     const gpt::StepReport rep = model.train_step(batch.inputs, batch.targets);
     loss = rep.loss;
     optimizer.step();
@@ -100,8 +101,8 @@ int train(const Flags& f) {
       std::printf("step %lld loss %.6f%s collectives TP %lld", static_cast<long long>(s), loss,
                   check.step_text(loss).c_str(), static_cast<long long>(rep.by_group.tp));
       if (D > 1) std::printf(" DP %lld", static_cast<long long>(rep.by_group.dp));
-      std::printf(" peak step memory %.1f KiB (rank 0; the unsplit model's step not included)\n",
-                  static_cast<double>(rep.backward_peak_bytes) / 1024.0);
+      std::printf(" peak step memory %.1f KiB, host reads %lld (rank 0; the unsplit model's step not "
+                  "included)\n", static_cast<double>(rep.backward_peak_bytes) / 1024.0, static_cast<long long>(rep.host_reads));
     }
   }
   const std::vector<std::size_t> buckets = model.ddp_bucket_bytes();  // after the rebuild

@@ -8,7 +8,7 @@
 // parallelism, the ring on this TP rank's heads. --check (the default) trains the unsplit
 // nn::GPT too: in f64 the losses agree to about 1e-15, in f32 to 1e-7.
 //
-//   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10
+//   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10 [--device cuda]
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10   (2 CP x 2 DP)
 //   tools/mpirun -np 8 build/solutions/14_context_parallel/train --tp 2 --cp 2 --steps 10
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1 --steps 3 --no-check
@@ -40,6 +40,7 @@ struct Flags : app::GptProgramFlags {
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const app::GptPlace at = app::place_gpt_ranks(f);  // --device, --backend
   const int W = world->size(), TP = f.tp;
   MGPU_CHECK(TP >= 1 && W % TP == 0, "--tp ", TP, " does not divide the ", W, " rank(s)");
   const int P = f.cp == 0 ? W / TP : f.cp;
@@ -54,31 +55,30 @@ int train(const Flags& f) {
   plan.attention = f.allgather ? gpt::Attention::allgather : gpt::Attention::ring;
   plan.embedding = plan.head = gpt::Vocab::replicated;
   plan.grad_sync = gpt::GradSync::ddp;
-  const parallel::grid::ProcessGrid g(plan.shape);
+  const parallel::grid::ProcessGrid g(plan.shape, at.backend, at.device);
   // This rank's positions: refused here, on every rank, when --seq does not split.
   const auto Tr = static_cast<std::int64_t>(cp::sequence_positions(f.seq, P, g.coords().cp, plan.split).size());
   // Step 2) the data, the unsplit model, this rank's part of it, the optimizers.
   const data::TextCorpus corpus = app::open_gpt_corpus(f);
   const data::TextLoader loader(corpus.train, f.batch, f.seq, f.seed);
-  auto full = app::make_full_gpt(f, corpus);
+  auto full = app::make_full_gpt(f, corpus, at.device);
   gpt::ParallelGpt model(*full, plan, g);
   optim::AdamWOptions adam;
   adam.lr = f.lr;
   optim::AdamW optimizer(model.parameters(), adam);
   app::OneProcessCheck check(*full, adam, f.check);
   const nn::GPTConfig& config = full->config();
-  const bool ddp = g.data_group().size() > 1;
   if (world->rank() == 0)
     std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel x %d-way "
                 "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "
                 "positions per rank, attention %s%s, %s, %s\n", config.str().c_str(), W, TP, P, D,
                 static_cast<long long>(f.seq), cp::split_name(plan.split), static_cast<long long>(Tr),
-                f.allgather ? "all-gather K/V" : "ring", ddp ? ", gradients by DDP over each CP x DP group" : "",
+                f.allgather ? "all-gather K/V" : "ring", D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
                 f.dtype.c_str(), corpus.source.c_str());
   double loss = 0.0, step_s = 0.0;
   for (std::int64_t s = 0; s < f.steps; ++s) {
     // Step 3) replica d reads batch s·D + d; each rank trains on its own positions of it.
-    const data::TextBatch batch = loader.batch(s * D + g.coords().dp);
+    const data::TextBatch batch = at.batch(loader, s * D + g.coords().dp);
     const double t0 = app::now_s();
     const gpt::StepReport rep = model.train_step(batch.inputs, batch.targets);
     loss = rep.loss;
@@ -108,10 +108,10 @@ int train(const Flags& f) {
                     static_cast<double>(*std::max_element(work.begin(), work.end())) * P / std::max(total, 1.0));
       }
       std::printf("step %lld loss %.6f%s collectives CP %lld TP %lld DDP %lld step %.3f s, %.0f tokens/s, "
-                  "peak step memory %.1f KiB (rank 0)\n", static_cast<long long>(s), loss,
+                  "peak step memory %.1f KiB, host reads %lld (rank 0)\n", static_cast<long long>(s), loss,
                   check.step_text(loss).c_str(), static_cast<long long>(rep.by_group.cp),
                   static_cast<long long>(rep.by_group.tp), static_cast<long long>(rep.by_group.data), dt,
-                  static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(rep.backward_peak_bytes) / 1024.0);
+                  static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(rep.backward_peak_bytes) / 1024.0, static_cast<long long>(rep.host_reads));
     }
   }
   const std::vector<std::size_t> buckets = model.ddp_bucket_bytes();  // after the rebuild

@@ -7,7 +7,7 @@
 // --check (the default) every rank trains the unsplit nn::GPT too and prints both losses.
 // --save DIR / --load DIR: a sharded checkpoint that loads on any layout (gpt_checkpoint.h).
 //
-//   tools/mpirun -np 8 build/solutions/15_3d_parallel/train --dp 2 --tp 2 --pp 2 --steps 10
+//   tools/mpirun -np 8 build/solutions/15_3d_parallel/train --dp 2 --tp 2 --pp 2 --steps 10 [--device cuda]
 //   tools/mpirun -np 4 build/solutions/15_3d_parallel/train --pp 4 --schedule interleaved --virtual 1
 //   tools/mpirun -np 4 build/solutions/15_3d_parallel/train --dp 2 --tp 2 --save /tmp/ck --steps 5
 //   tools/mpirun -np 4 build/solutions/15_3d_parallel/train --pp 2 --dp 2 --load /tmp/ck --steps 5
@@ -37,6 +37,7 @@ struct Flags : app::GptProgramFlags {
 int train(const Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
   std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const app::GptPlace at = app::place_gpt_ranks(f);  // --device, --backend
   // Step 1) the plan: the grid's extents, the schedule, the micro-batches.
   gpt::GptPlan plan;
   plan.shape = grid::GridShape{f.dp, f.tp, f.pp};
@@ -50,8 +51,8 @@ int train(const Flags& f) {
   // Step 2) the data, the unsplit model, this rank's part of it and the optimizers.
   const data::TextCorpus corpus = app::open_gpt_corpus(f);
   const data::TextLoader loader(corpus.train, f.batch, f.seq, f.seed);  // the global batch
-  auto full = app::make_full_gpt(f, corpus);
-  const grid::ProcessGrid g(plan.shape);
+  auto full = app::make_full_gpt(f, corpus, at.device);
+  const grid::ProcessGrid g(plan.shape, at.backend, at.device);
   gpt::ParallelGpt model(*full, plan, g);
   optim::AdamWOptions adam;
   adam.lr = f.lr;
@@ -91,7 +92,7 @@ int train(const Flags& f) {
   const std::int64_t rows = f.batch / D;
   for (std::int64_t s = first_step; s < first_step + f.steps; ++s) {
     // Step 4) this replica's windows of the global batch through the pipeline, AdamW.
-    const data::TextBatch batch = loader.batch(s);
+    const data::TextBatch batch = at.batch(loader, s);
     const auto started = std::chrono::steady_clock::now();
     const std::int64_t r0 = g.coords().dp * rows;
     const gpt::StepReport rep = model.train_step(batch.inputs.slice(r0, r0 + rows).clone(),
@@ -110,11 +111,11 @@ int train(const Flags& f) {
     world->all_reduce(times, dist::ReduceOp::sum).wait();
     const std::vector<double> v = stats.to_vector<double>();
     if (rank == 0)
-      std::printf("step %lld loss %.6f%s | %.0f ms; rank 0: %lld collectives, %lld sends (%.1f KiB), "
+      std::printf("step %lld loss %.6f%s | %.0f ms; rank 0: %lld collectives, %lld sends (%.1f KiB), %lld host reads, "
                   "peak step memory %.1f KiB; largest peak %.1f KiB; bubble measured %.3f\n",
                   static_cast<long long>(s), loss, check.step_text(loss).c_str(), step_ms,
                   static_cast<long long>(rep.collectives), static_cast<long long>(rep.messages),
-                  static_cast<double>(rep.message_bytes) / 1024.0,
+                  static_cast<double>(rep.message_bytes) / 1024.0, static_cast<long long>(rep.host_reads),
                   static_cast<double>(rep.peak_bytes) / 1024.0, v[0] / 1024.0, v[1] / v[2]);
   }
   if (!f.save.empty()) {  // Step 6) every rank its slices, rank 0 the index

@@ -5,6 +5,8 @@
 #include <cmath>
 #include <cstdio>
 
+#include "mgpu/dist/process_group.h"
+#include "mgpu/dist/runtime.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
 
@@ -20,6 +22,30 @@ void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string&
   cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
   cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
   cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
+  cli.add_option("--device", f.device, "cpu, or cuda (rank r uses cuda:<local rank>)")
+      ->check(CLI::IsMember({"cpu", "cuda"}))->capture_default_str();
+  cli.add_option("--backend", f.backend, "the grid's groups: auto (nccl where every rank has a GPU "
+                 "of its own, else mpi), mpi or nccl")
+      ->check(CLI::IsMember({"auto", "mpi", "nccl"}))->capture_default_str();
+}
+
+GptPlace place_gpt_ranks(const GptProgramFlags& f) {
+  GptPlace place;
+  place.device = dist::rank_device(f.device);
+  const dist::BackendChoice choice = dist::choose_backend(f.backend, place.device);
+  place.backend = choice.backend;
+  if (dist::rank() == 0)
+    std::printf("mgpu::dist: backend %s (%s); %d rank(s) on %s\n", choice.backend.c_str(),
+                choice.reason.c_str(), dist::world_size(),
+                place.device.is_cuda() ? "the GPU of each local rank" : "the CPU");
+  return place;
+}
+
+data::TextBatch GptPlace::batch(const data::TextLoader& loader, std::int64_t k) const {
+  data::TextBatch b = loader.batch(k);
+  b.inputs = b.inputs.to(device);
+  b.targets = b.targets.to(device);
+  return b;
 }
 
 data::TextCorpus open_text_corpus(const std::string& name, std::uint64_t seed) {
@@ -30,12 +56,14 @@ data::TextCorpus open_text_corpus(const std::string& name, std::uint64_t seed) {
 
 data::TextCorpus open_gpt_corpus(const GptProgramFlags& f) { return open_text_corpus(f.data, f.seed); }
 
-std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus) {
+std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus,
+                                       const Device& device) {
   nn::GPTConfig config = nn::GPTConfig::tiny(corpus.tokenizer.vocab_size());
   config.block_size = std::max(config.block_size, f.seq);  // a long context: a longer position table
   nn::manual_seed(f.seed);
   auto full = std::make_unique<nn::GPT>(config);
   full->to(f.value_dtype());
+  full->to(device);
   return full;
 }
 
@@ -50,7 +78,9 @@ double OneProcessCheck::step(const std::vector<data::TextBatch>& batches, double
   full_->zero_grad();
   const double n = static_cast<double>(batches.size());
   double ref = 0.0;
-  for (const data::TextBatch& b : batches) ref += nn::gpt_loss_step(*full_, b.inputs, b.targets) / n;
+  const Device device = full_->parameters().front()->value.device();
+  for (const data::TextBatch& b : batches)
+    ref += nn::gpt_loss_step(*full_, b.inputs.to(device), b.targets.to(device)) / n;
   if (batches.size() > 1)
     for (nn::Parameter* p : full_->parameters()) scale_(p->grad, 1.0 / n);
   optimizer_->step();

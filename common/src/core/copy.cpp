@@ -4,6 +4,8 @@
 
 #include <cstring>
 
+#include "mgpu/host_reads.h"
+
 #ifdef MGPU_WITH_CUDA
 #include "core/cuda_check.h"
 #endif
@@ -55,7 +57,12 @@ void copy_(Tensor& dst, const Tensor& src) {
   }
   DeviceGuard guard(gpu_side);
   queue_copy(dst, src, static_cast<cudaStream_t>(s.handle()));
+  // Within one device the copy is ordered on the stream like a kernel: no host wait (a
+  // clone in a training step would otherwise stall the host once per call). A copy that
+  // touches host memory, or crosses devices, completes before copy_ returns.
+  if (dst.device() == src.device()) return;
   s.synchronize();
+  if (dst.device().is_cpu()) detail::note_host_read();
 #else
   MGPU_FAIL("copy_: ", src.str(), " -> ", dst.str(), ": this build has no CUDA backend");
 #endif

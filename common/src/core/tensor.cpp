@@ -5,6 +5,7 @@
 #include <sstream>
 
 #include "mgpu/copy.h"
+#include "mgpu/host_reads.h"
 #include "mgpu/ops.h"
 
 namespace mgpu {
@@ -169,6 +170,7 @@ Tensor Tensor::clone() const {
 template <typename T>
 std::vector<T> Tensor::to_vector() const {
   check_defined("to_vector", *this);
+  if (device_.is_cpu()) detail::note_host_read();  // from a GPU, copy_ counts it
   Tensor host = to(Device::cpu()).to(dtype_of<T>::value);
   const T* p = host.data<T>();
   return std::vector<T>(p, p + numel_);

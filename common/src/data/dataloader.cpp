@@ -146,6 +146,10 @@ void DataLoader::fill(Slot& slot, std::int64_t batch) {
 }
 
 void DataLoader::produce(int worker, std::int64_t first, std::int64_t batches) {
+  // The loader's GPU for this thread too: fill() waits on that GPU's events, and a thread
+  // with no device set would create a context on GPU 0 to do it (a stray one on a node
+  // whose ranks use other GPUs).
+  DeviceGuard guard(options_.device);
   Worker& me = workers_[static_cast<std::size_t>(worker)];
   const std::int64_t n = static_cast<std::int64_t>(workers_.size());
   for (std::int64_t b = first + worker; b < batches; b += n) {

@@ -74,9 +74,7 @@ void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& g
   const std::vector<std::int64_t> rows = checked_ids(ids, V, "embedding_backward_");
   if (rows.empty() || C == 0) return;
   if (grad_weight.device().is_cuda()) {
-    const Tensor dev_ids = Tensor::from_vector(rows, {static_cast<std::int64_t>(rows.size())},
-                                               grad_weight.device());
-    MGPU_IF_CUDA(detail::embedding_backward_cuda(dev_ids, grad_out, grad_weight, C));
+    MGPU_IF_CUDA(detail::embedding_backward_cuda(rows, grad_out, grad_weight, V, C));
     return;
   }
   mgpu::detail::dispatch_floating(grad_weight.dtype(), "embedding_backward_", [&](auto tag) {

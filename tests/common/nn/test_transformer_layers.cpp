@@ -262,3 +262,44 @@ TEST_CASE("matmul_batched, softmax and Embedding on CUDA match the CPU", "[nn][t
                 emb.named_parameters()[0].second->grad, rtol, atol, "embedding gradient");
   }
 }
+
+TEST_CASE("LayerNorm's weight gradient and Embedding's gradient on CUDA: many rows, cut into "
+          "chunks and segments, add up as on the CPU", "[nn][transformer][gpu]") {
+  const Device gpu = Device::cuda(0);
+  for (DType dtype : {DType::f64, DType::f32}) {
+    INFO("dtype " << dtype_name(dtype));
+    const double rtol = gpu_rtol(dtype), atol = dtype == DType::f64 ? 1e-12 : 4 * rtol;
+    // 2,400 rows of 40 columns: two column tiles, the rows in 19 chunks of 128.
+    LayerNorm ln(40);
+    ln.to(dtype);
+    auto ln_gpu = ln.clone();
+    ln_gpu->to(gpu);
+    const Tensor x = uniform_tensor({8, 300, 40}, 151, dtype, -2.0, 2.0);
+    const Tensor g = uniform_tensor({8, 300, 40}, 152, dtype);
+    ln.forward(x);
+    ln_gpu->forward(x.to(gpu));
+    ln.backward(g);
+    ln_gpu->backward(g.to(gpu));
+    auto cpu_params = ln.named_parameters(), gpu_params = ln_gpu->named_parameters();
+    for (std::size_t i = 0; i < cpu_params.size(); ++i)
+      check_close(gpu_params[i].second->grad.to(Device::cpu()), cpu_params[i].second->grad,
+                  rtol, 40 * atol, "LayerNorm grad of " + cpu_params[i].first);
+    // 1,000 ids, most of them 0, 1 or 2: rows of more than one 32-position segment, rows
+    // of one position, rows never looked up (their gradient stays 0).
+    Embedding emb(40, 33);
+    emb.to(dtype);
+    auto emb_gpu = emb.clone();
+    emb_gpu->to(gpu);
+    std::vector<std::int64_t> id_values(1000);
+    for (std::size_t i = 0; i < id_values.size(); ++i)
+      id_values[i] = i % 50 == 0 ? static_cast<std::int64_t>(3 + i / 50) : static_cast<std::int64_t>(i % 3);
+    const Tensor ids = Tensor::from_vector(id_values, {10, 100});
+    emb.forward(ids);
+    emb_gpu->forward(ids.to(gpu));
+    const Tensor ge = uniform_tensor({10, 100, 33}, 153, dtype);
+    emb.backward(ge);
+    emb_gpu->backward(ge.to(gpu));
+    check_close(emb_gpu->named_parameters()[0].second->grad.to(Device::cpu()),
+                emb.named_parameters()[0].second->grad, rtol, 20 * atol, "embedding gradient");
+  }
+}

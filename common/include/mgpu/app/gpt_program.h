@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "mgpu/data/text.h"
+#include "mgpu/device.h"
 #include "mgpu/nn/gpt.h"
 #include "mgpu/optim/adamw.h"
 #include "mgpu/tensor.h"
@@ -28,12 +29,14 @@ struct GptProgramFlags {
   std::uint64_t seed = 1337;       ///< weights and batches
   bool check = true;               ///< also train the unsplit model, print both losses
   std::string dtype = "f32";       ///< f32 or f64
+  std::string device = "cpu";      ///< cpu, or cuda (each rank the GPU of its local rank)
+  std::string backend = "auto";    ///< the grid's groups: auto, mpi or nccl
   /// The dtype named by --dtype.
   DType value_dtype() const { return dtype == "f64" ? DType::f64 : DType::f32; }
 };
 
 /// Declares --data, --steps, --batch-size (`batch_help`), --seq (`seq_help`), --lr,
-/// --seed, --check/--no-check and --dtype on `cli`, bound to `f`.
+/// --seed, --check/--no-check, --dtype, --device and --backend on `cli`, bound to `f`.
 void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string& batch_help,
                            const std::string& seq_help);
 
@@ -44,9 +47,22 @@ data::TextCorpus open_text_corpus(const std::string& name, std::uint64_t seed);
 /// The corpus of f.data (open_text_corpus with f.seed).
 data::TextCorpus open_gpt_corpus(const GptProgramFlags& f);
 
+/// Where this rank of a GPT program runs: its device and its grid's backend.
+struct GptPlace {
+  Device device;        ///< --device: the CPU, or the GPU of this rank's local rank
+  std::string backend;  ///< --backend with auto decided (dist::choose_backend): mpi or nccl
+  /// Batch k of `loader`, its ids and targets copied to `device`.
+  data::TextBatch batch(const data::TextLoader& loader, std::int64_t k) const;
+};
+
+/// f's device and backend for this rank; rank 0 prints the backend and why it was chosen
+/// ("mgpu::dist: backend mpi (...)"). Collective over the world: every rank calls it once.
+GptPlace place_gpt_ranks(const GptProgramFlags& f);
+
 /// gpt-tiny for `corpus` (its vocabulary), the position table at least f.seq long, built
-/// from f.seed in f's dtype: the model every rank cuts its part from.
-std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus);
+/// from f.seed in f's dtype on `device`: the model every rank cuts its part from.
+std::unique_ptr<nn::GPT> make_full_gpt(const GptProgramFlags& f, const data::TextCorpus& corpus,
+                                       const Device& device);
 
 /// "DDP over each DP group: 2 bucket(s): 0.812 MiB 2.293 MiB" (`label`: "each DP group").
 std::string ddp_buckets_line(const std::string& label, const std::vector<std::size_t>& bytes);
@@ -56,7 +72,8 @@ std::string ddp_buckets_line(const std::string& label, const std::vector<std::si
 class OneProcessCheck {
  public:
   /// `full` is the model the split one was cut from; it trains on from here (rank by rank,
-  /// the same everywhere). Off (every call a no-op) unless `on`.
+  /// the same everywhere), on its own device (batches are copied there). Off (every call a
+  /// no-op) unless `on`.
   OneProcessCheck(nn::GPT& full, const optim::AdamWOptions& options, bool on);
   /// One step on `batches` (the replicas' batches of this step; their gradients averaged):
   /// returns the mean of their losses and records |loss - it|.

@@ -7,6 +7,7 @@
 
 #include "mgpu/allocator.h"
 #include "mgpu/error.h"
+#include "mgpu/host_reads.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/tp/parallel_block.h"
 #include "parallel_gpt_impl.h"
@@ -42,6 +43,7 @@ struct StepStart {
   std::size_t base = 0;
   GroupCounts before;
   std::int64_t all_before = 0;
+  std::int64_t reads_before = 0;
 };
 
 StepStart start_step(ParallelGpt::Impl& I, const Device& device) {
@@ -49,7 +51,7 @@ StepStart start_step(ParallelGpt::Impl& I, const Device& device) {
   reset_peak_memory(device);
   for (auto& core : I.cores) core->reset_carried_peak();
   I.kept = 0;
-  return {memory_stats(device).allocated, counts(I), I.grid->collectives_issued()};
+  return {memory_stats(device).allocated, counts(I), I.grid->collectives_issued(), host_reads()};
 }
 
 // The end of a step: what the blocks kept, the collectives, the whole step's peak.
@@ -59,12 +61,14 @@ void finish_step(const ParallelGpt::Impl& I, const Device& device, const StepSta
   report.by_group = since(counts(I), start.before);
   report.collectives = I.grid->collectives_issued() - start.all_before;
   report.peak_bytes = step_peak(I, device, start.base);
+  report.host_reads = host_reads() - start.reads_before;
 }
 
 // Sums `loss` over `group` after dividing it by the group's size: the mean over its ranks.
+// The number travels on the group's device (NCCL moves GPU memory only).
 double mean_over(dist::ProcessGroup& group, double loss) {
   if (group.size() == 1) return loss;
-  Tensor l = Tensor::from_vector(std::vector<double>{loss / group.size()}, {1});
+  Tensor l = Tensor::from_vector(std::vector<double>{loss / group.size()}, {1}, group.device());
   group.all_reduce(l, dist::ReduceOp::sum).wait();
   return l.to_vector<double>()[0];
 }
@@ -197,7 +201,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   }
   // The loss lives on the last stage: one broadcast over the pipeline, then the mean over
   // the data group, whose gradients are averaged in one all-reduce of their concatenation.
-  Tensor loss = Tensor::from_vector(std::vector<double>{loss_sum / m}, {1});
+  Tensor loss = Tensor::from_vector(std::vector<double>{loss_sum / m}, {1}, pp.device());
   if (p > 1) pp.broadcast(loss, p - 1).wait();
   dist::ProcessGroup& data = data_group();
   if (data.size() > 1) {

@@ -142,7 +142,8 @@ std::vector<cp::CoreStats> ParallelGpt::attention_stats_by_cp_rank() const {
   std::vector<double> cpu(static_cast<std::size_t>(P), 0.0);
   work[static_cast<std::size_t>(me)] = mine.work;
   cpu[static_cast<std::size_t>(me)] = mine.cpu_s;
-  Tensor w = Tensor::from_vector(work, {P}), c = Tensor::from_vector(cpu, {P});
+  Tensor w = Tensor::from_vector(work, {P}, group.device());
+  Tensor c = Tensor::from_vector(cpu, {P}, group.device());
   group.all_reduce(w, dist::ReduceOp::sum).wait();
   group.all_reduce(c, dist::ReduceOp::sum).wait();
   work = w.to_vector<std::int64_t>();

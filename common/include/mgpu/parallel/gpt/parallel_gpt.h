@@ -71,6 +71,7 @@ struct StepReport {
   std::size_t backward_peak_bytes = 0;  ///< the same up to the end of the backward
   std::size_t kept_bytes = 0;        ///< what the blocks kept for the backward (micro-batch 0)
   std::size_t logits_bytes = 0;      ///< this rank's logits of one micro-batch
+  std::int64_t host_reads = 0;       ///< host reads of tensor data in the step (host_reads.h)
   /// Idle over busy on the wall clock: (span - busy) / busy.
   double bubble() const { return busy_s > 0 ? (span_s - busy_s) / busy_s : 0.0; }
 };
