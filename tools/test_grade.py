@@ -27,7 +27,7 @@ _loader = importlib.machinery.SourceFileLoader("class_summary", os.path.join(HER
 _spec = importlib.util.spec_from_loader("class_summary", _loader)
 class_summary = importlib.util.module_from_spec(_spec)
 _loader.exec_module(class_summary)
-from grading import building, catch2, confine, reports, running, submission, verdicts  # noqa: E402
+from grading import building, catch2, confine, process, reports, running, submission, verdicts  # noqa: E402
 from grading import summary                                         # noqa: E402
 from grading.course import Course                                   # noqa: E402
 import subprocess                                                   # noqa: E402
@@ -188,11 +188,11 @@ class ParseTest(unittest.TestCase):
         self.assertEqual(listed[2], ("#hash name", "[gpu]"))
 
     def test_what_a_broken_run_printed_leads_with_the_reason(self):
-        r = running.Run(3, 'noise\n<?xml version="1.0"?>\n<Catch><TestCase name="x">\n<Info>p</Info>',
+        r = process.Run(3, 'noise\n<?xml version="1.0"?>\n<Catch><TestCase name="x">\n<Info>p</Info>',
                         "MPI_ABORT was invoked on rank 1\n[rank 0] mgpu::dist timeout: recv #2 "
                         "did not complete within 30 s\n[vm:1] ORTE_ERROR_LOG: unpack\n", False, 1)
         self.assertEqual(r.tail(), "[rank 0] mgpu::dist timeout: recv #2 did not complete within 30 s")
-        self.assertNotIn("<Info>", running.Run(1, "<Catch><Info>p</Info>", "boom\n", False, 1).tail())
+        self.assertNotIn("<Info>", process.Run(1, "<Catch><Info>p</Info>", "boom\n", False, 1).tail())
 
     def test_the_library_times_out_a_collective_before_the_launch_limit(self):
         old = os.environ.pop("MGPU_DIST_TIMEOUT_S", None)
@@ -802,7 +802,7 @@ class ReportOrderTest(unittest.TestCase):
 
     def test_launch_time_is_shared_by_its_cases(self):
         report = catch2.parse_catch_xml(CANNED_XML)
-        run = running.Run(0, "", "", False, 10.0)
+        run = process.Run(0, "", "", False, 10.0)
         cases = running.Runner._cases_of(report, run, "mpi")
         self.assertAlmostEqual(sum(c.seconds for c in cases), 10.0)
 

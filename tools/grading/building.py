@@ -8,7 +8,7 @@ import os
 import re
 
 from .catch2 import ANSI_ESCAPE
-from .running import run
+from .process import run
 
 LESSON_RE = re.compile(r"^\d\d_\w+$")
 VARIANTS = ("lessons", "solutions")

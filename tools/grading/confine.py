@@ -15,6 +15,8 @@ import shlex
 import shutil
 import tempfile
 
+from .process import run
+
 NOBODY = 65534
 MIB = 1 << 20
 
@@ -145,7 +147,6 @@ class Confinement:
 
     def probe(self):
         """None when a confined launch works here, else why not (the last line it printed)."""
-        from .running import run   # running imports this module
         with Launch(self) as launch:
             true = shutil.which("true") or "/bin/true"
             cmd = launch.command([true], [true])

@@ -1,6 +1,7 @@
 // Reducer: buckets, grad-ready hooks, launch and wait, the cross-rank helpers. Lesson 05
-// writes the three methods that make the algorithm (mark_variable_ready, finalize_backward,
-// rebuild_buckets): lessons/05_ddp/reducer.cpp, reference in solutions/05_ddp/reducer.cpp.
+// writes the three methods that make the algorithm, one file each: mark_variable_ready
+// (lessons/05_ddp/reducer_mark_ready.cpp), finalize_backward (reducer_finalize.cpp) and
+// rebuild_buckets (reducer_rebuild.cpp); the references are their twins in solutions/05_ddp/.
 #include "mgpu/parallel/ddp/reducer.h"
 
 #include <sstream>
