@@ -27,10 +27,12 @@ nn::AttentionGrads ring_attention_backward(const Tensor& dout, const Tensor& q, 
   // dk, dv = the parts of every rank's queries for this rank's keys and values. Invariants:
   // the keys and values make the forward's trip again (2(P-1) sends, posted before each
   // block's compute); the gradients of block j follow it one step behind, from rank j+1 to
-  // rank j-1 and then home (2(P-1) sends: dK and dV, f64, on q's device); nothing is sent
-  // a second time; a tensor sent is not changed before its send completes; equal to full
-  // attention's gradients at 1e-12 in f64, causal or not. Stuck: tools/hint 14 4
-  // (about 30 lines).
+  // rank j-1 and then home (2(P-1) sends: dK and dV, f64, on q's device); each send goes
+  // in one batch with receives, never in a batch of sends alone (NCCL starts a batch's
+  // sends only with the peer's matching receives: a ring of send-only batches can wait
+  // forever); nothing is sent a second time; a tensor sent is not changed before its send
+  // completes; equal to full attention's gradients at 1e-12 in f64, causal or not. Stuck:
+  // tools/hint 14 4 (about 35 lines).
   MGPU_FAIL("TODO(task4): ring_attention_backward is not written yet (lessons/14_context_parallel/ring_backward.cpp); ",
             q.str(), " over ", P, " rank(s), ", causal ? "causal" : "not causal",
             ", the forward's output ", fwd.out.str());

@@ -27,16 +27,17 @@ nn::AttentionGrads ring_attention_backward(const Tensor& dout, const Tensor& q, 
   // dk, dv = the parts of every rank's queries for this rank's keys and values. Invariants:
   // the keys and values make the forward's trip again (2(P-1) sends, posted before each
   // block's compute); the gradients of block j follow it one step behind, from rank j+1 to
-  // rank j-1 and then home (2(P-1) sends: dK and dV, f64, on q's device); nothing is sent
-  // a second time; a tensor sent is not changed before its send completes; equal to full
-  // attention's gradients at 1e-12 in f64, causal or not. Stuck: tools/hint 14 4
-  // (about 30 lines).
+  // rank j-1 and then home (2(P-1) sends: dK and dV, f64, on q's device); each send goes
+  // in one batch with receives, never in a batch of sends alone (NCCL starts a batch's
+  // sends only with the peer's matching receives: a ring of send-only batches can wait
+  // forever); nothing is sent a second time; a tensor sent is not changed before its send
+  // completes; equal to full attention's gradients at 1e-12 in f64, causal or not. Stuck:
+  // tools/hint 14 4 (about 35 lines).
   const int next = (r + 1) % P, prev = (r - 1 + P) % P;
   const std::int64_t chunk = chunk_rows(T, P, split);
   const Device dev = q.device();
   Tensor k_cur = k, v_cur = v;
-  std::vector<dist::Work> sends;  // the dK/dV sends: their buffers stay alive until the end
-  std::vector<Tensor> sent;
+  Tensor dk_out, dv_out;  // the last step's running sums, sent on with this step's batch
   for (int s = 0; s < P; ++s) {
     const int owner = (r - s + P) % P;
     std::vector<dist::P2POp> ops;
@@ -46,6 +47,10 @@ nn::AttentionGrads ring_attention_backward(const Tensor& dout, const Tensor& q, 
       v_next = Tensor::empty(v.shape(), v.dtype(), v.device());
       ops = {dist::P2POp::isend(k_cur, next, kTagK), dist::P2POp::isend(v_cur, next, kTagV),
              dist::P2POp::irecv(k_next, prev, kTagK), dist::P2POp::irecv(v_next, prev, kTagV)};
+    }
+    if (dk_out.defined()) {  // step s-1's sums to rank r+1, in the same batch as the receives
+      ops.push_back(dist::P2POp::isend(dk_out, next, kTagDK));
+      ops.push_back(dist::P2POp::isend(dv_out, next, kTagDV));
     }
     if (s >= 2) {  // block owner's running dK, dV from rank r-1, which held it at step s-1
       dk_in = Tensor::empty(k.shape(), DType::f64, dev);
@@ -57,31 +62,30 @@ nn::AttentionGrads ring_attention_backward(const Tensor& dout, const Tensor& q, 
     Tensor dk_s = s == 0 ? dk : zeros_f64(k), dv_s = s == 0 ? dv : zeros_f64(v);
     block_attention_backward(dout, q, k_cur, v_cur, q_pos, sequence_positions(T, P, owner, split),
                              fwd.result, causal, chunk, dq, dk_s, dv_s);
-    moving.wait();
-    if (s >= 1) {  // pass block owner's sum on: to rank r+1, and at the last step that is home
+    moving.wait();  // its sends too: dk_out, dv_out may be replaced now
+    if (s >= 1) {  // block owner's sum so far, to pass on to rank r+1 (at the last step, home)
       if (s >= 2) {
         add_(dk_s, dk_in.to(Device::cpu()));
         add_(dv_s, dv_in.to(Device::cpu()));
       }
-      sent.push_back(dk_s.to(dev));
-      sent.push_back(dv_s.to(dev));
-      sends.push_back(group.batch_isend_irecv({dist::P2POp::isend(sent[sent.size() - 2], next, kTagDK),
-                                               dist::P2POp::isend(sent.back(), next, kTagDV)}));
+      dk_out = dk_s.to(dev);
+      dv_out = dv_s.to(dev);
     }
     if (s + 1 < P) {
       k_cur = k_next;
       v_cur = v_next;
     }
   }
-  if (P > 1) {  // this rank's own block comes home from rank r-1
+  if (P > 1) {  // the last sums go home, and this rank's own block comes home from rank r-1
     Tensor dk_home = Tensor::empty(k.shape(), DType::f64, dev);
     Tensor dv_home = Tensor::empty(v.shape(), DType::f64, dev);
-    group.batch_isend_irecv({dist::P2POp::irecv(dk_home, prev, kTagDK),
+    group.batch_isend_irecv({dist::P2POp::isend(dk_out, next, kTagDK),
+                             dist::P2POp::isend(dv_out, next, kTagDV),
+                             dist::P2POp::irecv(dk_home, prev, kTagDK),
                              dist::P2POp::irecv(dv_home, prev, kTagDV)}).wait();
     add_(dk, dk_home.to(Device::cpu()));
     add_(dv, dv_home.to(Device::cpu()));
   }
-  dist::wait_all(sends);
   // TODO(task4) END
   return {dq.to(q.dtype()).to(q.device()), dk.to(k.dtype()).to(k.device()),
           dv.to(v.dtype()).to(v.device())};

@@ -96,19 +96,34 @@ class SendLog : public ForwardingGroup {
  public:
   /// Records what `inner` is asked to send through this group.
   explicit SendLog(dist::ProcessGroup& inner) : ForwardingGroup(inner) {}
-  /// Records the send, then passes it on.
+  /// Records the send (a batch of one send, with no receive), then passes it on.
   dist::Work send(const Tensor& t, int dst, int tag) override {
     sent.push_back({dst, tag, t.nbytes()});
+    batches.push_back({1, 0});
     return ForwardingGroup::send(t, dst, tag);
   }
-  /// Records each send of the batch, then passes the batch on.
+  /// Records each send of the batch and the batch's shape, then passes the batch on.
   dist::Work batch_isend_irecv(const std::vector<dist::P2POp>& ops) override {
-    for (const dist::P2POp& o : ops)
-      if (o.kind == dist::P2POp::Kind::send) sent.push_back({o.peer, o.tag, o.tensor.nbytes()});
+    Batch b;
+    for (const dist::P2POp& o : ops) {
+      if (o.kind == dist::P2POp::Kind::send) {
+        sent.push_back({o.peer, o.tag, o.tensor.nbytes()});
+        ++b.sends;
+      } else {
+        ++b.receives;
+      }
+    }
+    batches.push_back(b);
     return ForwardingGroup::batch_isend_irecv(ops);
   }
-  std::vector<Sent> sent;  ///< every message sent so far, in order
-  int collectives = 0;     ///< collectives issued so far
+  /// How many sends and receives one batch (or one plain send) held.
+  struct Batch {
+    int sends = 0;
+    int receives = 0;
+  };
+  std::vector<Sent> sent;      ///< every message sent so far, in order
+  std::vector<Batch> batches;  ///< every batch_isend_irecv (and send) so far, in order
+  int collectives = 0;         ///< collectives issued so far
 
  protected:
   void on_collective(const std::string&, const Tensor&) override { ++collectives; }

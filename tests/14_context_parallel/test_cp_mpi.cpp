@@ -239,7 +239,8 @@ TEST_CASE("task4: ring attention's dq, dk, dv equal full attention's rows at 1e-
 }
 
 TEST_CASE("task4: the backward sends K and V round once more and dK, dV home: 2(P-1) sends "
-          "each, all to rank r+1, no collective", "[14_context_parallel][task4][points:2]") {
+          "each, all to rank r+1, each in a batch with receives, no collective",
+          "[14_context_parallel][task4][points:2]") {
   for (bool causal : {false, true}) {
     INFO("causal " << causal);
     const cp::Split split = cp::Split::zigzag;
@@ -248,7 +249,16 @@ TEST_CASE("task4: the backward sends K and V round once more and dK, dV home: 2(
     const RankCase c = rank_case(causal, split, P, r);
     const cp::CpForward f = cp::ring_attention_forward(c.q, c.k, c.v, split, causal, log);
     log.sent.clear();
+    log.batches.clear();
     cp::ring_attention_backward(c.dy, c.q, c.k, c.v, f, split, causal, log);
+    // NCCL starts a batch's sends only with the peer's matching receives: a batch of sends
+    // alone (dK, dV posted on their own) waits behind the peer's next batch, and around the
+    // ring that is a wait with no end once the tensors are large.
+    for (std::size_t b = 0; b < log.batches.size(); ++b) {
+      INFO("batch " << b << " of the backward: " << log.batches[b].sends << " send(s), "
+           << log.batches[b].receives << " receive(s)");
+      CHECK((log.batches[b].sends == 0 || log.batches[b].receives > 0));
+    }
     const std::size_t n = static_cast<std::size_t>(P - 1);
     CHECK(log.sent.size() == 4 * n);
     CHECK(with_tag(log.sent, cp::kTagK).size() == n);
