@@ -49,17 +49,9 @@ Tensor ReduceFromTensorParallelRegion::backward(const Tensor& grad_out) {
 
 // ---- given -----------------------------------------------------------------------------------
 
-std::shared_ptr<nn::Module> CopyToTensorParallelRegion::clone() const {
-  return std::shared_ptr<CopyToTensorParallelRegion>(new CopyToTensorParallelRegion(*this));
-}
-
 std::string CopyToTensorParallelRegion::describe() const {
   return "f: CopyToTensorParallelRegion(ranks=" + std::to_string(group().size()) +
          "; forward identity, backward all-reduce)";
-}
-
-std::shared_ptr<nn::Module> ReduceFromTensorParallelRegion::clone() const {
-  return std::shared_ptr<ReduceFromTensorParallelRegion>(new ReduceFromTensorParallelRegion(*this));
 }
 
 std::string ReduceFromTensorParallelRegion::describe() const {

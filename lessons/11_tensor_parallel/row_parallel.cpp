@@ -23,8 +23,8 @@ void add_to_grad(nn::Parameter& p, const Tensor& contribution) {
 }  // namespace
 
 RowParallelLinear::RowParallelLinear(nn::Linear& full, dist::ProcessGroup& group)
-    : nn::Linear(shard_range(full.in_features(), group.size(), group.rank()).size(),
-                 full.out_features(), /*bias=*/false),
+    : Layer(shard_range(full.in_features(), group.size(), group.rank()).size(),
+            full.out_features(), /*bias=*/false),
       g_(std::make_shared<ReduceFromTensorParallelRegion>(group)),
       range_(shard_range(full.in_features(), group.size(), group.rank())),
       full_in_(full.in_features()),
@@ -79,12 +79,6 @@ Tensor RowParallelLinear::backward(const Tensor& grad_out) {
 nn::Parameter& RowParallelLinear::replicated_bias() {
   MGPU_CHECK(has_replicated_bias_, describe(), ": the full layer had no bias");
   return parameter_at(bias_);
-}
-
-std::shared_ptr<nn::Module> RowParallelLinear::clone() const {
-  auto copy = std::shared_ptr<RowParallelLinear>(new RowParallelLinear(*this));
-  copy->clear_saved();
-  return copy;
 }
 
 std::string RowParallelLinear::describe() const {

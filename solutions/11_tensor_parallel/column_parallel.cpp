@@ -9,9 +9,9 @@
 namespace mgpu::parallel::tp {
 
 ColumnParallelLinear::ColumnParallelLinear(nn::Linear& full, dist::ProcessGroup& group)
-    : nn::Linear(full.in_features(),
-                 shard_range(full.out_features(), group.size(), group.rank()).size(),
-                 full.has_bias()),
+    : Layer(full.in_features(),
+            shard_range(full.out_features(), group.size(), group.rank()).size(),
+            full.has_bias()),
       f_(std::make_shared<CopyToTensorParallelRegion>(group)),
       range_(shard_range(full.out_features(), group.size(), group.rank())),
       full_out_(full.out_features()) {
@@ -52,12 +52,6 @@ Tensor ColumnParallelLinear::backward(const Tensor& grad_out) {
 }
 
 // ---- given -----------------------------------------------------------------------------------
-
-std::shared_ptr<nn::Module> ColumnParallelLinear::clone() const {
-  auto copy = std::shared_ptr<ColumnParallelLinear>(new ColumnParallelLinear(*this));
-  copy->clear_saved();
-  return copy;
-}
 
 std::string ColumnParallelLinear::describe() const {
   std::ostringstream os;

@@ -16,12 +16,6 @@ Tensor ReLU::backward(const Tensor& grad_out) {
   return relu_backward(grad_out, x);
 }
 
-std::shared_ptr<Module> ReLU::clone() const {
-  auto copy = std::shared_ptr<ReLU>(new ReLU(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 Tensor GELU::forward(const Tensor& x) {
   if (is_training()) saved_.push("GELU", x);
   return gelu(x);
@@ -31,12 +25,6 @@ Tensor GELU::backward(const Tensor& grad_out) {
   Tensor x = saved_.pop("GELU");
   if (!input_requires_grad()) return Tensor();
   return gelu_backward(grad_out, x);
-}
-
-std::shared_ptr<Module> GELU::clone() const {
-  auto copy = std::shared_ptr<GELU>(new GELU(*this));
-  copy->saved_.clear();
-  return copy;
 }
 
 Tensor Flatten::forward(const Tensor& x) {
@@ -52,12 +40,6 @@ Tensor Flatten::backward(const Tensor& grad_out) {
   Shape shape = saved_.pop("Flatten");
   if (!input_requires_grad()) return Tensor();
   return grad_out.reshape(shape);
-}
-
-std::shared_ptr<Module> Flatten::clone() const {
-  auto copy = std::shared_ptr<Flatten>(new Flatten(*this));
-  copy->saved_.clear();
-  return copy;
 }
 
 }  // namespace mgpu::nn

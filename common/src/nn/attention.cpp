@@ -106,10 +106,4 @@ Tensor CausalSelfAttention::backward(const Tensor& grad_out) {
   return dx.defined() ? dx.reshape({B, T, embd_}) : dx;
 }
 
-std::shared_ptr<Module> CausalSelfAttention::clone() const {
-  auto copy = std::shared_ptr<CausalSelfAttention>(new CausalSelfAttention(*this));
-  copy->clear_saved();
-  return copy;
-}
-
 }  // namespace mgpu::nn

@@ -113,16 +113,4 @@ Tensor BatchNorm::backward(const Tensor& grad_out) {
                                    s.count);
 }
 
-std::shared_ptr<Module> BatchNorm1d::clone() const {
-  auto copy = std::shared_ptr<BatchNorm1d>(new BatchNorm1d(*this));
-  copy->clear_saved();
-  return copy;
-}
-
-std::shared_ptr<Module> BatchNorm2d::clone() const {
-  auto copy = std::shared_ptr<BatchNorm2d>(new BatchNorm2d(*this));
-  copy->clear_saved();
-  return copy;
-}
-
 }  // namespace mgpu::nn

@@ -228,10 +228,4 @@ Tensor Conv2d::backward_per_image(const Saved& s, const Tensor& grad_out) {
   return grad_x;
 }
 
-std::shared_ptr<Module> Conv2d::clone() const {
-  auto copy = std::shared_ptr<Conv2d>(new Conv2d(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

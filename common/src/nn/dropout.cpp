@@ -34,10 +34,4 @@ Tensor Dropout::backward(const Tensor& grad_out) {
   return mul(grad_out, mask);
 }
 
-std::shared_ptr<Module> Dropout::clone() const {
-  auto copy = std::shared_ptr<Dropout>(new Dropout(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

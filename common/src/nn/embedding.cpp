@@ -125,10 +125,4 @@ Tensor Embedding::backward(const Tensor& grad_out) {
   return Tensor();
 }
 
-std::shared_ptr<Module> Embedding::clone() const {
-  auto copy = std::shared_ptr<Embedding>(new Embedding(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

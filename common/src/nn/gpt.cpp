@@ -61,8 +61,6 @@ Tensor MLP::backward(const Tensor& grad_out) {
   return g.defined() ? g.reshape(grad_out.shape()) : g;
 }
 
-std::shared_ptr<Module> MLP::clone() const { return std::shared_ptr<MLP>(new MLP(*this)); }
-
 // ---- Block -------------------------------------------------------------------------------------
 
 Block::Block(std::int64_t n_embd, std::int64_t n_head) {
@@ -81,7 +79,7 @@ Tensor Block::forward(const Tensor& x) {
 Tensor Block::backward(const Tensor& grad_out) {
   // A forward under full kept its input here; every other forward kept the children's
   // contexts.
-  return saved_inputs_.size() > 0 ? backward_full(grad_out) : backward_plain(grad_out);
+  return saved_.size() > 0 ? backward_full(grad_out) : backward_plain(grad_out);
 }
 
 Tensor Block::forward_plain(const Tensor& x) {
@@ -100,11 +98,11 @@ Tensor Block::backward_plain(const Tensor& grad_out) {
 }
 
 void Block::keep_input(const Tensor& x) {
-  saved_inputs_.push(describe(), KeptInput{x, amp::is_autocast_enabled(), amp::autocast_dtype()});
+  saved_.push(describe(), KeptInput{x, amp::is_autocast_enabled(), amp::autocast_dtype()});
 }
 
 Tensor Block::forward_kept() {
-  const KeptInput kept = saved_inputs_.pop(describe());
+  const KeptInput kept = saved_.pop(describe());
   if (!kept.autocast) {
     amp::Autocast off(DType::bf16, /*enabled=*/false);
     return forward_plain(kept.x);
@@ -118,12 +116,6 @@ void Block::set_recompute(RecomputePolicy policy) {
              ") between a forward and its backward");
   policy_ = policy;
   static_cast<CausalSelfAttention&>(*child_at(1)).set_keep_probs(policy != RecomputePolicy::attn);
-}
-
-std::shared_ptr<Module> Block::clone() const {
-  auto copy = std::shared_ptr<Block>(new Block(*this));
-  copy->clear_saved();
-  return copy;
 }
 
 // ---- GPT ---------------------------------------------------------------------------------------
@@ -193,12 +185,6 @@ Tensor GPT::backward(const Tensor& grad_logits) {
   child_at(1)->backward(sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
   child_at(0)->backward(dx);
   return Tensor();
-}
-
-std::shared_ptr<Module> GPT::clone() const {
-  auto copy = std::shared_ptr<GPT>(new GPT(*this));
-  copy->clear_saved();
-  return copy;
 }
 
 double gpt_loss_step(GPT& model, const Tensor& ids, const Tensor& targets) {

@@ -249,10 +249,4 @@ Tensor LayerNorm::backward(const Tensor& grad_out) {
   return g.grad_input;
 }
 
-std::shared_ptr<Module> LayerNorm::clone() const {
-  auto copy = std::shared_ptr<LayerNorm>(new LayerNorm(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

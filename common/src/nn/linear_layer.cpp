@@ -39,10 +39,4 @@ std::string Linear::describe() const {
   return os.str();
 }
 
-std::shared_ptr<Module> Linear::clone() const {
-  auto copy = std::shared_ptr<Linear>(new Linear(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

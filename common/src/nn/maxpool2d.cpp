@@ -32,10 +32,4 @@ Tensor MaxPool2d::backward(const Tensor& grad_out) {
   return max_pool2d_backward(grad_out, s.argmax, s.input_shape, kernel_, stride_);
 }
 
-std::shared_ptr<Module> MaxPool2d::clone() const {
-  auto copy = std::shared_ptr<MaxPool2d>(new MaxPool2d(*this));
-  copy->saved_.clear();
-  return copy;
-}
-
 }  // namespace mgpu::nn

@@ -10,8 +10,8 @@
 
 #include <cstdint>
 
+#include "mgpu/nn/layer.h"
 #include "mgpu/nn/linear.h"
-#include "mgpu/nn/module.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::nn {
@@ -59,18 +59,25 @@ namespace detail {
 void check_attention_operands(const char* op, const Tensor& q, const Tensor& k, const Tensor& v);
 }  // namespace detail
 
+namespace detail {
+/// What CausalSelfAttention keeps of each forward for its backward.
+struct CausalSelfAttentionSaved {
+  Tensor q, k, v, probs;
+  std::int64_t batch = 0, time = 0;
+};
+}  // namespace detail
+
 /// Children "c_attn" = Linear(C, 3C) (q, k and v side by side, nanoGPT's layout) and
 /// "c_proj" = Linear(C, C). Input and output [B, T, C]; C must be a multiple of n_head.
 /// In training mode keeps q, k, v and the probabilities: 3·B·T·C + B·n_head·T² values;
 /// without the probabilities (set_keep_probs(false), RecomputePolicy::attn) 3·B·T·C, the
 /// backward computing them again.
-class CausalSelfAttention : public Module {
+class CausalSelfAttention : public Layer<CausalSelfAttention, detail::CausalSelfAttentionSaved> {
  public:
   /// n_embd = C, split into n_head heads of C / n_head values each.
   CausalSelfAttention(std::int64_t n_embd, std::int64_t n_head);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
   /// The number of heads.
@@ -82,23 +89,13 @@ class CausalSelfAttention : public Module {
   /// See set_keep_probs().
   bool keeps_probs() const { return keep_probs_; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  CausalSelfAttention(const CausalSelfAttention&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
-  struct Saved {
-    Tensor q, k, v, probs;
-    std::int64_t batch = 0, time = 0;
-  };
+  using Saved = detail::CausalSelfAttentionSaved;
   // Lesson 12, task 3 (activation_recompute.cpp): the attention core's gradients from a
   // context saved without its probabilities: they are computed again first.
   AttentionGrads backward_selective(const Tensor& grad_y, const Saved& s);
   std::int64_t embd_, heads_;
   bool keep_probs_ = true;
-  SavedContexts<Saved> saved_;
 };
 
 }  // namespace mgpu::nn

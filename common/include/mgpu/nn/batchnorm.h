@@ -5,7 +5,7 @@
 #include <cstdint>
 
 #include "mgpu/nn/functional.h"
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 
 namespace mgpu::nn {
 
@@ -67,31 +67,21 @@ class BatchNorm : public Module {
 };
 
 /// Input [N, C] or [N, C, L].
-class BatchNorm1d : public BatchNorm {
+class BatchNorm1d : public Layer<BatchNorm1d, void, BatchNorm> {
  public:
   /// num_features channels; eps, momentum and affine as in PyTorch.
   explicit BatchNorm1d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
-      : BatchNorm("BatchNorm1d", 2, 3, num_features, eps, momentum, affine) {}
-  std::shared_ptr<Module> clone() const override;
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  BatchNorm1d(const BatchNorm1d&) = default;
+      : Layer("BatchNorm1d", 2, 3, num_features, eps, momentum, affine) {}
 };
 
 /// Input [N, C, H, W].
-class BatchNorm2d : public BatchNorm {
+class BatchNorm2d : public Layer<BatchNorm2d, void, BatchNorm> {
  public:
   /// num_features channels; eps, momentum and affine as in PyTorch.
   explicit BatchNorm2d(std::int64_t num_features, double eps = 1e-5, double momentum = 0.1,
                        bool affine = true)
-      : BatchNorm("BatchNorm2d", 4, 4, num_features, eps, momentum, affine) {}
-  std::shared_ptr<Module> clone() const override;
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  BatchNorm2d(const BatchNorm2d&) = default;
+      : Layer("BatchNorm2d", 4, 4, num_features, eps, momentum, affine) {}
 };
 
 }  // namespace mgpu::nn

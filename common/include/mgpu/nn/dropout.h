@@ -4,21 +4,20 @@
 
 #include <cstdint>
 
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 
 namespace mgpu::nn {
 
 /// Training mode: zeroes each element with probability p and scales the rest by 1/(1-p),
 /// so the expected output equals the input. Eval mode: the identity.
 /// The k-th training forward draws its mask from mix_seed(seed, k): reproducible run to run.
-class Dropout : public Module {
+class Dropout : public Layer<Dropout, Tensor> {
  public:
   /// seed 0 takes the next seed of the initialisation sequence (init.h).
   explicit Dropout(double p = 0.5, std::uint64_t seed = 0);
 
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
   /// Probability of zeroing an element.
@@ -30,17 +29,10 @@ class Dropout : public Module {
   /// Rewinds or restores the counter (checkpoints; gradient checks).
   void set_calls(std::uint64_t calls) { calls_ = calls; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  Dropout(const Dropout&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
   double p_;
   std::uint64_t seed_;
   std::uint64_t calls_ = 0;
-  SavedContexts<Tensor> saved_;  // the masks
 };
 
 }  // namespace mgpu::nn

@@ -6,7 +6,7 @@
 
 #include <cstdint>
 
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::nn {
@@ -22,14 +22,13 @@ void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& g
 /// nn.Embedding(num_embeddings, embedding_dim): parameter "weight" [V, C], drawn from
 /// N(0, 1) as PyTorch does. Input: ids (i32 or i64); output [ids..., C]. Keeps the ids for
 /// backward in training mode. The ids are integers, so backward returns no input gradient.
-class Embedding : public Module {
+class Embedding : public Layer<Embedding, Tensor> {
  public:
   /// A table of num_embeddings rows of embedding_dim values.
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
   Tensor forward(const Tensor& ids) override;
   /// Adds to the weight's gradient; returns an undefined tensor (ids have no gradient).
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
   /// V, the rows of the table.
@@ -39,16 +38,9 @@ class Embedding : public Module {
   /// The table [V, C] ("weight").
   Parameter& weight() { return parameter_at(weight_); }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  Embedding(const Embedding&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
   std::int64_t rows_, dim_;
   std::size_t weight_ = 0;
-  SavedContexts<Tensor> saved_;
 };
 
 }  // namespace mgpu::nn

@@ -11,8 +11,8 @@
 
 #include "mgpu/nn/attention.h"
 #include "mgpu/nn/embedding.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/nn/layernorm.h"
-#include "mgpu/nn/module.h"
 #include "mgpu/nn/recompute.h"
 
 namespace mgpu::nn {
@@ -37,45 +37,43 @@ struct GPTConfig {
 };
 
 /// Children "c_fc" = Linear(C, 4C), "gelu", "c_proj" = Linear(4C, C). [B, T, C] in and out.
-class MLP : public Module {
+class MLP : public Layer<MLP> {
  public:
   /// C = n_embd; the hidden layer has 4C values.
   explicit MLP(std::int64_t n_embd);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
-
- protected:
-  /// Copies everything (clone() uses it; the children are deep-copied).
-  MLP(const MLP&) = default;
 
  private:
   std::int64_t embd_;
 };
 
+namespace detail {
+/// What a Block's forward under RecomputePolicy::full keeps: its input and the autocast
+/// region it ran in.
+struct BlockKeptInput {
+  Tensor x;
+  bool autocast = false;
+  DType autocast_dtype = DType::f32;
+};
+}  // namespace detail
+
 /// x + attn(ln_1(x)), then h + mlp(ln_2(h)): children "ln_1", "attn", "ln_2", "mlp".
 /// Under RecomputePolicy::full a training forward keeps only the block's input and the
 /// backward runs the forward again before backpropagating it (activation recomputation).
-class Block : public Module {
+class Block : public Layer<Block, detail::BlockKeptInput> {
  public:
   /// C = n_embd, n_head attention heads.
   Block(std::int64_t n_embd, std::int64_t n_head);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
   /// What a training forward keeps (see recompute.h): none keeps every child's context,
   /// full only the block's input, attn all but attention's probabilities.
   void set_recompute(RecomputePolicy policy);
   /// See set_recompute().
   RecomputePolicy recompute() const { return policy_; }
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  Block(const Block&) = default;
-  void clear_saved_self() override { saved_inputs_.clear(); }
-  std::size_t saved_self() const override { return saved_inputs_.size(); }
 
  private:
   // The two residual branches, each child keeping its own context in training mode.
@@ -85,12 +83,7 @@ class Block : public Module {
   // RecomputePolicy::full.
   Tensor forward_full(const Tensor& x);
   Tensor backward_full(const Tensor& grad_out);
-  // What a forward under full keeps: its input and the autocast region it ran in.
-  struct KeptInput {
-    Tensor x;
-    bool autocast = false;
-    DType autocast_dtype = DType::f32;
-  };
+  using KeptInput = detail::BlockKeptInput;
   // Keeps x (and this thread's autocast state) for forward_kept().
   void keep_input(const Tensor& x);
   // Takes back the newest kept input and runs forward_plain on it again, in the autocast
@@ -98,14 +91,21 @@ class Block : public Module {
   // output, the same bits as the first time.
   Tensor forward_kept();
   RecomputePolicy policy_ = RecomputePolicy::none;
-  SavedContexts<KeptInput> saved_inputs_;
 };
+
+namespace detail {
+/// What GPT keeps of each forward for its backward.
+struct GPTSaved {
+  Tensor final_hidden;  // ln_f's output, [B·T, C]: the head's input
+  std::int64_t batch = 0, time = 0;
+};
+}  // namespace detail
 
 /// ids [B, T] (i64, T <= block_size) -> logits [B, T, vocab_size]. Children
 /// "transformer.wte", "transformer.wpe", "transformer.h.0" ... and "transformer.ln_f".
 /// Weights start as GPT-2's: N(0, 0.02), the residual projections (attn.c_proj, mlp.c_proj)
 /// N(0, 0.02/√(2·n_layer)), biases 0, LayerNorms 1 and 0.
-class GPT : public Module {
+class GPT : public Layer<GPT, detail::GPTSaved> {
  public:
   /// A model of config's sizes, its weights drawn from the initialisation seed sequence.
   explicit GPT(const GPTConfig& config);
@@ -113,25 +113,14 @@ class GPT : public Module {
   /// From dL/dlogits; adds every parameter's gradient (the token table's from the head and
   /// from the lookup, announced once, when both are in) and returns no input gradient.
   Tensor backward(const Tensor& grad_logits) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
   /// The sizes it was built with.
   const GPTConfig& config() const { return config_; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  GPT(const GPT&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
-  struct Saved {
-    Tensor final_hidden;  // ln_f's output, [B·T, C]: the head's input
-    std::int64_t batch = 0, time = 0;
-  };
+  using Saved = detail::GPTSaved;
   Embedding& wte() { return static_cast<Embedding&>(*child_at(0)); }
   GPTConfig config_;
-  SavedContexts<Saved> saved_;
 };
 
 /// One process's forward and backward of `model` on one batch, for comparing a split model

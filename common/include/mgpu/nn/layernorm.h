@@ -9,7 +9,7 @@
 
 #include <cstdint>
 
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::nn {
@@ -42,16 +42,23 @@ LayerNormGrads layer_norm_backward(const Tensor& grad_out, const Tensor& x,
                                    const LayerNormStats& stats, const Tensor& weight,
                                    bool input_grad, bool weight_grads);
 
+namespace detail {
+/// What LayerNorm keeps of each forward for its backward.
+struct LayerNormSaved {
+  Tensor x;
+  LayerNormStats stats;
+};
+}  // namespace detail
+
 /// nn.LayerNorm(C, eps=1e-5, elementwise_affine=True, bias=True): parameters "weight"
 /// (ones) and "bias" (zeros), [C] each. Input [..., C]. Keeps x and the statistics for
 /// backward in training mode.
-class LayerNorm : public Module {
+class LayerNorm : public Layer<LayerNorm, detail::LayerNormSaved> {
  public:
   /// Normalizes the last dimension, of size normalized_size; eps and bias as in PyTorch.
   explicit LayerNorm(std::int64_t normalized_size, double eps = 1e-5, bool bias = true);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
   /// C, the size of the last dimension it normalizes.
@@ -63,22 +70,12 @@ class LayerNorm : public Module {
   /// Throws when the layer was built without a bias.
   Parameter& bias();
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  LayerNorm(const LayerNorm&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
-  struct Saved {
-    Tensor x;
-    LayerNormStats stats;
-  };
+  using Saved = detail::LayerNormSaved;
   std::int64_t size_;
   double eps_;
   bool has_bias_;
   std::size_t weight_ = 0, bias_ = 0;
-  SavedContexts<Saved> saved_;
 };
 
 }  // namespace mgpu::nn

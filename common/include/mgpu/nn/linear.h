@@ -4,12 +4,19 @@
 
 #include <cstdint>
 
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 
 namespace mgpu::nn {
 
+namespace detail {
+/// What Linear keeps of each forward for its backward.
+struct LinearSaved {
+  Tensor x, w;  // the GEMM's operands as forward used them (16-bit under autocast)
+};
+}  // namespace detail
+
 /// Fully connected layer, PyTorch's nn.Linear.
-class Linear : public Module {
+class Linear : public Layer<Linear, detail::LinearSaved> {
  public:
   /// weight [out, in] and bias [out], both U(-1/sqrt(in), 1/sqrt(in)) as in PyTorch.
   Linear(std::int64_t in_features, std::int64_t out_features, bool bias = true);
@@ -20,7 +27,6 @@ class Linear : public Module {
   Tensor forward(const Tensor& x) override;
   /// grad_out [N, out] -> grad_in [N, in]; weight.grad += grad_out^T x, bias.grad += sum_rows.
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<Module> clone() const override;
   std::string describe() const override;
 
   /// W [out, in].
@@ -34,20 +40,11 @@ class Linear : public Module {
   /// Output features.
   std::int64_t out_features() const { return out_; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  Linear(const Linear&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
+  using Saved = detail::LinearSaved;
   std::int64_t in_, out_;
   bool has_bias_;
   std::size_t weight_ = 0, bias_ = 0;
-  struct Saved {
-    Tensor x, w;  // the GEMM's operands as forward used them (16-bit under autocast)
-  };
-  SavedContexts<Saved> saved_;
 };
 
 }  // namespace mgpu::nn

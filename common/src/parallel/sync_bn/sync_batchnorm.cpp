@@ -76,12 +76,6 @@ std::string SyncBatchNorm::describe() const {
   return os.str();
 }
 
-std::shared_ptr<nn::Module> SyncBatchNorm::clone() const {
-  auto copy = std::shared_ptr<SyncBatchNorm>(new SyncBatchNorm(*this));
-  copy->clear_saved();
-  return copy;
-}
-
 dist::ProcessGroup* SyncBatchNorm::sync_group() const {
   if (group_) return group_;
   if (dist::world_size() == 1) return nullptr;

@@ -94,12 +94,6 @@ Tensor RowShardLinear::backward(const Tensor& grad_out) {
   return matmul(grad_out, weight().value);
 }
 
-std::shared_ptr<nn::Module> RowShardLinear::clone() const {
-  auto copy = std::shared_ptr<RowShardLinear>(new RowShardLinear(*this));
-  copy->clear_saved();
-  return copy;
-}
-
 // ---- ParallelSelfAttention ---------------------------------------------------------------------
 
 ParallelSelfAttention::ParallelSelfAttention(nn::CausalSelfAttention& full, dist::ProcessGroup& group)
@@ -199,12 +193,6 @@ Tensor ParallelMLP::backward(const Tensor& grad_out) {
   g = regather_ ? regathered_backward(linear_child(*this, 0), saved_.pop(describe()), g, *regather_)
                 : child_at(0)->backward(g);
   return g.reshape(grad_out.shape());
-}
-
-std::shared_ptr<nn::Module> ParallelMLP::clone() const {
-  auto copy = std::shared_ptr<ParallelMLP>(new ParallelMLP(*this));
-  copy->clear_saved();
-  return copy;
 }
 
 // ---- the sequence's cut and its collectives ----------------------------------------------------
@@ -317,12 +305,6 @@ std::vector<std::string> ParallelBlock::replicated_parameter_names() {
   return out;
 }
 
-std::shared_ptr<nn::Module> ParallelBlock::clone() const {
-  auto copy = std::shared_ptr<ParallelBlock>(new ParallelBlock(*this));
-  copy->clear_saved();
-  return copy;
-}
-
 // ---- VocabParallelEmbedding --------------------------------------------------------------------
 
 VocabParallelEmbedding::VocabParallelEmbedding(nn::Module& full, dist::ProcessGroup& group)
@@ -378,12 +360,6 @@ Tensor VocabParallelEmbedding::backward(const Tensor& grad_out) {
   }
   parameter_at(0).notify_grad_ready();  // final for this backward (a tied head adds first)
   return Tensor();  // ids have no gradient
-}
-
-std::shared_ptr<nn::Module> VocabParallelEmbedding::clone() const {
-  auto copy = std::shared_ptr<VocabParallelEmbedding>(new VocabParallelEmbedding(*this));
-  copy->clear_saved();
-  return copy;
 }
 
 // all_reduce_replicated_grads (task 4, replicated_grads.cpp), padded_vocab and

@@ -28,13 +28,22 @@
 #include <string>
 
 #include "mgpu/dist/process_group.h"
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/parallel/sync_bn/sync_batchnorm_steps.h"
 
 namespace mgpu::parallel {
 
+namespace detail {
+/// What SyncBatchNorm keeps of each forward for its backward.
+struct SyncBatchNormSaved {
+  Tensor x, mean, invstd;
+  std::int64_t count = 0;
+  dist::ProcessGroup* group = nullptr;  // null: the forward was local
+};
+}  // namespace detail
+
 /// Batch normalisation of inputs [N, C, ...] with statistics over every rank of a group.
-class SyncBatchNorm : public nn::Module {
+class SyncBatchNorm : public nn::Layer<SyncBatchNorm, detail::SyncBatchNormSaved> {
  public:
   /// num_features channels; eps, momentum (std::nullopt: cumulative average), affine and
   /// track_running_stats as in PyTorch. `process_group` (not owned; it must outlive the
@@ -51,7 +60,6 @@ class SyncBatchNorm : public nn::Module {
   /// dx from dy; adds this rank's grad_weight and grad_bias (one all_reduce when the
   /// forward was synchronised).
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
 
   /// C, the number of channels.
@@ -90,11 +98,6 @@ class SyncBatchNorm : public nn::Module {
   void set_step_observer(StepObserver observer) { observer_ = std::move(observer); }
 
  protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  SyncBatchNorm(const SyncBatchNorm&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
   // The three cross-rank steps. Lesson 06 replaces them with the learner's versions.
   /// Step 1: see parallel::gather_batch_stats.
   virtual Tensor gather_stats(const Tensor& x, dist::ProcessGroup& group);
@@ -108,11 +111,7 @@ class SyncBatchNorm : public nn::Module {
                                            dist::ProcessGroup& group);
 
  private:
-  struct Saved {
-    Tensor x, mean, invstd;
-    std::int64_t count = 0;
-    dist::ProcessGroup* group = nullptr;  // null: the forward was local
-  };
+  using Saved = detail::SyncBatchNormSaved;
   void check_input(const Tensor& x);
   double advance_batch_count();  // num_batches_tracked += 1; returns the momentum factor
   Tensor forward_local(const Tensor& x, bool batch_stats, double factor);
@@ -125,7 +124,6 @@ class SyncBatchNorm : public nn::Module {
   dist::ProcessGroup* group_;
   StepObserver observer_;
   std::size_t weight_ = 0, bias_ = 0;
-  nn::SavedContexts<Saved> saved_;
 };
 
 /// Replaces every BatchNorm1d/BatchNorm2d in `module`'s tree by a SyncBatchNorm with the

@@ -33,7 +33,7 @@
 
 #include "mgpu/dist/process_group.h"
 #include "mgpu/nn/gpt.h"
-#include "mgpu/nn/module.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/parallel/attention_core.h"
 #include "mgpu/parallel/tp/tensor_parallel.h"
 #include "mgpu/tensor.h"
@@ -57,7 +57,7 @@ Tensor qkv_head_rows(const Tensor& full, ShardRange heads, std::int64_t head_dim
 /// "weight" [out, in_r] (columns in_r of the full layer's) and "bias" [out] (whole,
 /// replicated). forward gives this rank's partial product x_r W_r^T and adds no bias: the
 /// owner adds it once, after the sum over the group.
-class RowShardLinear : public nn::Module {
+class RowShardLinear : public nn::Layer<RowShardLinear, Tensor> {
  public:
   /// Columns shard_range(in, P, r) of `full`'s weight and its whole bias (it must have one).
   RowShardLinear(nn::Linear& full, ShardRange input_range);
@@ -66,21 +66,13 @@ class RowShardLinear : public nn::Module {
   /// dy [N, out] -> dx_r [N, in_r]; adds the weight's gradient (not the bias's) and fires
   /// the weight's grad-ready hooks (the block fires the bias's after adding its share).
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// W_r [out, in_r].
   nn::Parameter& weight() { return parameter_at(0); }
   /// b [out], the same on every rank.
   nn::Parameter& bias() { return parameter_at(1); }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  RowShardLinear(const RowShardLinear&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
-  nn::SavedContexts<Tensor> saved_;
   std::int64_t in_ = 0, out_ = 0;
 };
 
@@ -140,29 +132,21 @@ class ParallelSelfAttention : public nn::Module {
 
 /// This rank's slice of a GPT MLP: "c_fc" (Linear(C, 4C/P), rows of the full c_fc),
 /// "gelu", "c_proj" (RowShardLinear). [B, T, C] whole in, a partial sum out.
-class ParallelMLP : public nn::Module {
+class ParallelMLP : public nn::Layer<ParallelMLP, Tensor> {
  public:
   /// Cuts `full` (its hidden features by shard_range(4C, P, r)).
   ParallelMLP(nn::MLP& full, dist::ProcessGroup& group);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// The output projection, whose bias the owner adds after the sum.
   RowShardLinear& c_proj() { return static_cast<RowShardLinear&>(*child_at(2)); }
   /// Sequence parallelism's re-gather, as ParallelSelfAttention::set_regather, for c_fc.
   void set_regather(dist::ProcessGroup* group) { regather_ = group; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  ParallelMLP(const ParallelMLP&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
   std::int64_t embd_ = 0;
   dist::ProcessGroup* regather_ = nullptr;
-  nn::SavedContexts<Tensor> saved_;  // this rank's tokens of the input, under the re-gather
 };
 
 /// A GPT block over a tensor-parallel group: children "ln_1" (replicated), "attn"
@@ -173,13 +157,12 @@ class ParallelMLP : public nn::Module {
 /// 2 reduce-scatters of B·T·C values (the gathered side) each way. The attention's core is
 /// attn's (ParallelSelfAttention::set_core): with lesson 14's ring core and a TP group of
 /// one rank, this is a context-parallel block whose only communication is the ring's.
-class ParallelBlock : public nn::Module {
+class ParallelBlock : public nn::Layer<ParallelBlock> {
  public:
   /// Cuts `full` for rank group.rank() of group.size(); `group` must outlive the block.
   ParallelBlock(nn::Block& full, dist::ProcessGroup& group, bool sequence_parallel = false);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// Whether the LayerNorm regions are cut along the sequence.
   bool sequence_parallel() const { return sp_; }
@@ -200,10 +183,6 @@ class ParallelBlock : public nn::Module {
   void set_attention_core(std::shared_ptr<AttentionCore> core);
   /// See set_attention_core().
   AttentionCore& attention_core() const;
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  ParallelBlock(const ParallelBlock&) = default;
 
  private:
   // One residual branch: ln (child i), then the split sub-block (child i + 1), whose
@@ -244,30 +223,22 @@ void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::strin
 /// the tokens it owns, then fires the table's grad-ready hooks; no communication (dy is
 /// whole on every rank). A head tied to the table (logits_r = h · weight^T, this rank's
 /// columns of the logits) adds its share to weight.grad before this backward.
-class VocabParallelEmbedding : public nn::Module {
+class VocabParallelEmbedding : public nn::Layer<VocabParallelEmbedding, Tensor> {
  public:
   /// Cuts `full` (an nn::Embedding [V, C]) for rank group.rank() of group.size().
   VocabParallelEmbedding(nn::Module& full, dist::ProcessGroup& group);
   Tensor forward(const Tensor& ids) override;
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// The rows [begin, end) of the padded vocabulary this rank holds.
   ShardRange rows() const { return rows_; }
   /// The unpadded vocabulary V.
   std::int64_t vocab() const { return vocab_; }
 
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  VocabParallelEmbedding(const VocabParallelEmbedding&) = default;
-  void clear_saved_self() override { saved_.clear(); }
-  std::size_t saved_self() const override { return saved_.size(); }
-
  private:
   dist::ProcessGroup* group_;
   ShardRange rows_;
   std::int64_t vocab_ = 0, dim_ = 0;
-  nn::SavedContexts<Tensor> saved_;
 };
 
 // ---- Task 2: the vocabulary-parallel cross-entropy (vocab_cross_entropy.cpp) ------------------

@@ -34,8 +34,8 @@
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
+#include "mgpu/nn/layer.h"
 #include "mgpu/nn/linear.h"
-#include "mgpu/nn/module.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::parallel::tp {
@@ -73,53 +73,48 @@ GridPosition grid_position(int world, int tp, int rank);
 
 // ---- Task 2: the conjugate operators f and g (conjugate.cpp) -----------------------------------
 
-/// f of the Megatron-LM paper: forward passes x through unchanged (every rank already holds
-/// it); backward sums the gradient over the group with one all-reduce, because each rank's
-/// layer after f saw all of x and so produced only its share of d(loss)/dx. Keeps nothing.
-class CopyToTensorParallelRegion : public nn::Module {
+/// What f and g share: the group they sum over (the tensor-parallel group; it must outlive
+/// the module), and nothing kept between forward and backward.
+template <typename Self>
+class TensorParallelRegion : public nn::Layer<Self> {
  public:
-  /// f over `group` (the tensor-parallel group; it must outlive the module).
-  explicit CopyToTensorParallelRegion(dist::ProcessGroup& group) : group_(&group) {}
-  /// x itself. No communication.
-  Tensor forward(const Tensor& x) override;
-  /// The sum of grad_out over the group's ranks: one all_reduce (may sum grad_out in place
-  /// and return it).
-  Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
-  std::string describe() const override;
-  /// The group the gradient is summed over.
+  /// The group the sum runs over.
   dist::ProcessGroup& group() const { return *group_; }
 
  protected:
-  /// Copies the group pointer (the module keeps nothing else).
-  CopyToTensorParallelRegion(const CopyToTensorParallelRegion&) = default;
+  explicit TensorParallelRegion(dist::ProcessGroup& group) : group_(&group) {}
 
  private:
   dist::ProcessGroup* group_;
 };
 
+/// f of the Megatron-LM paper: forward passes x through unchanged (every rank already holds
+/// it); backward sums the gradient over the group with one all-reduce, because each rank's
+/// layer after f saw all of x and so produced only its share of d(loss)/dx.
+class CopyToTensorParallelRegion : public TensorParallelRegion<CopyToTensorParallelRegion> {
+ public:
+  /// f over `group`.
+  explicit CopyToTensorParallelRegion(dist::ProcessGroup& group) : TensorParallelRegion(group) {}
+  /// x itself. No communication.
+  Tensor forward(const Tensor& x) override;
+  /// The sum of grad_out over the group's ranks: one all_reduce (may sum grad_out in place
+  /// and return it).
+  Tensor backward(const Tensor& grad_out) override;
+  std::string describe() const override;
+};
+
 /// g of the Megatron-LM paper, f's conjugate: forward sums the ranks' partial results with
 /// one all-reduce; backward passes the gradient through unchanged (the sum's derivative
 /// with respect to each term is 1, and every rank already holds the whole gradient).
-class ReduceFromTensorParallelRegion : public nn::Module {
+class ReduceFromTensorParallelRegion : public TensorParallelRegion<ReduceFromTensorParallelRegion> {
  public:
-  /// g over `group` (the tensor-parallel group; it must outlive the module).
-  explicit ReduceFromTensorParallelRegion(dist::ProcessGroup& group) : group_(&group) {}
+  /// g over `group`.
+  explicit ReduceFromTensorParallelRegion(dist::ProcessGroup& group) : TensorParallelRegion(group) {}
   /// The sum of x over the group's ranks: one all_reduce (may sum x in place and return it).
   Tensor forward(const Tensor& x) override;
   /// grad_out itself. No communication.
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
-  /// The group the partial results are summed over.
-  dist::ProcessGroup& group() const { return *group_; }
-
- protected:
-  /// Copies the group pointer (the module keeps nothing else).
-  ReduceFromTensorParallelRegion(const ReduceFromTensorParallelRegion&) = default;
-
- private:
-  dist::ProcessGroup* group_;
 };
 
 // ---- Task 3: the column-parallel Linear (column_parallel.cpp) ----------------------------------
@@ -127,7 +122,7 @@ class ReduceFromTensorParallelRegion : public nn::Module {
 /// A Linear over this rank's slice of the output features, with f in front: input [N, in]
 /// (the same on every rank), output [N, out_r], this rank's columns of the full output.
 /// Its parameters are named as the full layer's ("weight" [out_r, in], "bias" [out_r]).
-class ColumnParallelLinear : public nn::Linear {
+class ColumnParallelLinear : public nn::Layer<ColumnParallelLinear, void, nn::Linear> {
  public:
   /// Cuts `full` for this rank: rows shard_range(out, P, r) of its weight and the same
   /// entries of its bias (copied; same device and dtype). P and r: group.size(), rank().
@@ -137,16 +132,11 @@ class ColumnParallelLinear : public nn::Linear {
   /// [N, out_r] -> dx [N, in], the whole gradient on every rank: the local Linear's
   /// backward, then f's (one all-reduce).
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// The output features this rank holds.
   ShardRange output_range() const { return range_; }
   /// The tensor-parallel group.
   dist::ProcessGroup& group() const { return f_->group(); }
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  ColumnParallelLinear(const ColumnParallelLinear&) = default;
 
  private:
   std::shared_ptr<CopyToTensorParallelRegion> f_;
@@ -160,7 +150,7 @@ class ColumnParallelLinear : public nn::Linear {
 /// added once, after the sum: input [N, in_r] (this rank's columns of the full input),
 /// output [N, out], the whole output on every rank. Parameters "weight" [out, in_r] and
 /// "bias" [out] (the bias whole on every rank: replicated, not split).
-class RowParallelLinear : public nn::Linear {
+class RowParallelLinear : public nn::Layer<RowParallelLinear, void, nn::Linear> {
  public:
   /// Cuts `full` for this rank: columns shard_range(in, P, r) of its weight (copied) and
   /// its whole bias, if it has one. P and r: group.size(), group.rank().
@@ -170,7 +160,6 @@ class RowParallelLinear : public nn::Linear {
   /// [N, out] -> dx_r [N, in_r]: the bias's gradient, g's backward, the local Linear's
   /// backward. No communication.
   Tensor backward(const Tensor& grad_out) override;
-  std::shared_ptr<nn::Module> clone() const override;
   std::string describe() const override;
   /// True when the full layer had a bias (this layer then adds it after the sum).
   bool has_replicated_bias() const { return has_replicated_bias_; }
@@ -180,10 +169,6 @@ class RowParallelLinear : public nn::Linear {
   ShardRange input_range() const { return range_; }
   /// The tensor-parallel group.
   dist::ProcessGroup& group() const { return g_->group(); }
-
- protected:
-  /// Copies everything (clone() then drops the saved contexts).
-  RowParallelLinear(const RowParallelLinear&) = default;
 
  private:
   std::shared_ptr<ReduceFromTensorParallelRegion> g_;
