@@ -68,6 +68,34 @@ TEST_CASE("checksums: every tensor's in the metadata, verified, naming file and 
   CHECK(io::verify_checksums(removed, "r.safetensors"));
 }
 
+TEST_CASE("checksums are FNV-1a 64; files with the old offset basis still verify, with a note",
+          "[io][checksum]") {
+  // FNV-1a 64's published test vectors: "" is the offset basis, "a" is af63dc4c8601ec8c.
+  CHECK(io::fnv1a64("", 0) == 14695981039346656037ull);
+  CHECK(io::checksum_hex(io::fnv1a64("a", 1)) == "af63dc4c8601ec8c");
+  CHECK(io::checksum_hex(io::fnv1a64("foobar", 6)) == "85944171f73967e8");
+  const Tensor bytes = Tensor::from_vector<std::int32_t>({0x61}, {1});  // 61 00 00 00
+  CHECK(io::tensor_checksum(bytes) == io::checksum_hex(io::fnv1a64("a\0\0\0", 4)));
+  io::SafetensorsFile f = two_tensors();
+  io::add_checksums(f);
+  CHECK(f.metadata.at("checksum_algorithm") == "fnv1a64");
+  CHECK(io::checksum_note(f.metadata).empty());
+  // A file of the old writer: the old basis, no checksum_algorithm. It verifies, noted.
+  io::SafetensorsFile old = two_tensors();
+  for (const auto& [name, t] : old.tensors)
+    old.metadata["checksum." + name] = io::tensor_checksum(t, io::kLegacyChecksumBasis);
+  CHECK(io::verify_checksums(old, "old.safetensors"));
+  CHECK(io::legacy_checksums(old.metadata));
+  CHECK_THAT(io::checksum_note(old.metadata), Catch::Contains("old offset basis"));
+  // ... but the old checksums under the new key are refused, and so is an unknown algorithm.
+  old.metadata["checksum_algorithm"] = "fnv1a64";
+  CHECK_THROWS_WITH(io::verify_checksums(old, "old.safetensors"), Catch::Contains("fails its checksum"));
+  old.metadata["checksum_algorithm"] = "crc32";
+  CHECK_THROWS_WITH(io::verify_checksums(old, "old.safetensors"),
+                    Catch::Contains("checksum_algorithm \"crc32\""));
+  CHECK_THAT(io::checksum_note({}), Catch::Contains("not verified"));
+}
+
 TEST_CASE("checkpoint layout carries checksums; load_checkpoint path verifies them",
           "[io][checksum]") {
   io::TrainingState s;
