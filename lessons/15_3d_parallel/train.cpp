@@ -136,13 +136,13 @@ int main(int argc, char** argv) {
   CLI::App cli{"Lesson 15: train gpt-tiny on a DP x TP x PP grid of the ranks started with "
                "tools/mpirun -np DP·TP·PP, beside the unsplit model."};
   app::add_gpt_program_flags(cli, f, "windows per step, over all replicas", "tokens per window (T)");
-  cli.add_option("--dp", f.dp, "data-parallel replicas")->capture_default_str();
-  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (divides the 4 heads)")->capture_default_str();
-  cli.add_option("--pp", f.pp, "pipeline stages")->capture_default_str();
+  cli.add_option("--dp", f.dp, "data-parallel replicas")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (divides the 4 heads)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--pp", f.pp, "pipeline stages")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--schedule", f.schedule, "gpipe, 1f1b or interleaved")
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))->capture_default_str();
-  cli.add_option("--virtual", f.virtual_stages, "model chunks per pipeline rank (interleaved)")->capture_default_str();
-  cli.add_option("--micro", f.micro, "micro-batches per step (0: 2·PP)")->capture_default_str();
+  cli.add_option("--virtual", f.virtual_stages, "model chunks per pipeline rank (interleaved)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--micro", f.micro, "micro-batches per step (0: 2·PP)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--save", f.save, "write a sharded checkpoint here after the last step");
   cli.add_option("--load", f.load, "start from a sharded checkpoint saved on any layout");
   MGPU_PARSE_FLAGS(cli, argc, argv);

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,8 @@
 #include <thread>
 
 #include "mgpu/app/app.h"
+#include "mgpu/app/gpt_program.h"
+#include "mgpu/parallel/grid/grid.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 
@@ -104,6 +107,44 @@ TEST_CASE("add_flags declares the shared flags; bad values never print DBL_MAX",
   CHECK_THROWS_AS(parse({"--model", "resnet"}), CLI::ValidationError);
   CHECK_THROWS_AS(parse({"--schedule", "cosine"}), CLI::ParseError);  // not declared
   CHECK(parse({"--schedule", "cosine"}, true).schedule == "cosine");
+}
+
+TEST_CASE("the GPT programs' shared flags refuse what lesson 01's refuse, naming the flag",
+          "[app][flags]") {
+  const auto parse_gpt = [](std::vector<std::string> args) {
+    app::GptProgramFlags f;
+    CLI::App cli;
+    app::add_gpt_program_flags(cli, f, "windows", "tokens");
+    std::reverse(args.begin(), args.end());
+    cli.parse(args);
+    return f;
+  };
+  CHECK(parse_gpt({"--steps", "3", "--seed", "7", "--batch-size", "8"}).steps == 3);
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--steps", "0"}, {"--steps", "-1"}, {"--seed", "-1"}, {"--batch-size", "1e8"},
+           {"--batch-size", "100000000"}, {"--seq", "0"}, {"--lr", "-0.1"}, {"--lr", "nan"}}) {
+    try {
+      parse_gpt({flag, value});
+      FAIL(flag << " " << value << " was accepted");
+    } catch (const CLI::ValidationError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Catch::StartsWith(flag + ": must be"));
+      CHECK_THAT(what, !Catch::Contains("179769"));
+    }
+  }
+}
+
+TEST_CASE("check_grid: extents below 1 or whose product overflows an int are named as such",
+          "[app][flags]") {
+  namespace grid = mgpu::parallel::grid;
+  CHECK_NOTHROW(grid::check_grid(grid::GridShape{2, 2, 1}, 4));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{0, 1, 1}, 1),
+                    Catch::Contains("every extent must be at least 1"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{-2, 1, 1}, 1),
+                    Catch::Contains("every extent must be at least 1"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{65536, 65536, 1}, 1),
+                    Catch::Contains("holds more than 2147483647 rank(s)") && !Catch::Contains("-np 0"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{2, 1, 1}, 1), Catch::Contains("tools/mpirun -np 2"));
 }
 
 TEST_CASE("learning_rate: constant, or a half cosine from lr towards 0", "[app][flags]") {
