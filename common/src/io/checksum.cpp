@@ -97,7 +97,8 @@ bool verify_checksums(const SafetensorsFile& file, const std::string& source) {
   return true;
 }
 
-void check_finite(const TensorDict& tensors, const std::string& section, const std::string& source) {
+void check_finite(const TensorDict& tensors, const std::string& section, const std::string& source,
+                  bool flag_hint) {
   for (const auto& [name, t] : tensors) {
     if (!t.defined() || !is_floating(t.dtype()) || t.numel() == 0) continue;
     const Tensor host = t.to(Device::cpu());
@@ -121,8 +122,8 @@ void check_finite(const TensorDict& tensors, const std::string& section, const s
     MGPU_CHECK(bad == 0, source, ": tensor '", section, name, "' holds ", bad,
                " NaN or infinite value(s) (the first at flat index ", first, " of ",
                shape_str(t.shape()), "): the run that saved it had diverged; resume from an "
-               "earlier checkpoint (or pass --allow-non-finite-checkpoint to load it anyway, "
-               "for debugging)");
+               "earlier checkpoint", flag_hint ? " (or pass --allow-non-finite-checkpoint to load "
+               "it anyway, for debugging)" : "");
   }
 }
 

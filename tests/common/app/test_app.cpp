@@ -14,6 +14,7 @@
 
 #include "mgpu/app/app.h"
 #include "mgpu/app/gpt_program.h"
+#include "mgpu/app/gpt_resume.h"
 #include "mgpu/parallel/grid/grid.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
@@ -145,6 +146,50 @@ TEST_CASE("check_grid: extents below 1 or whose product overflows an int are nam
   CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{65536, 65536, 1}, 1),
                     Catch::Contains("holds more than 2147483647 rank(s)") && !Catch::Contains("-np 0"));
   CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{2, 1, 1}, 1), Catch::Contains("tools/mpirun -np 2"));
+}
+
+TEST_CASE("a GPT program's resume: metadata checked against the flags, naming key and flag; "
+          "no save into the folder it loads", "[app][flags]") {
+  app::GptProgramFlags f;
+  const io::Metadata saved = app::gpt_checkpoint_metadata(f, 5, "DP 2 x TP 1 x PP 1");
+  const app::GptResume r = app::gpt_resume_checks(saved, f, "ck");
+  CHECK(r.step == 5);
+  CHECK(r.layout == "DP 2 x TP 1 x PP 1");
+  CHECK(r.note.empty());
+  const auto refusal = [&](io::Metadata m, const app::GptProgramFlags& flags) {
+    try {
+      app::gpt_resume_checks(m, flags, "ck");
+    } catch (const mgpu::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  app::GptProgramFlags other = f;
+  other.seed = 7;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --seed 1337"));
+  other = f;
+  other.seq = 32;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --seq 64"));
+  other = f;
+  other.batch = 8;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --batch-size 4"));
+  io::Metadata m = saved;
+  m.erase("step");
+  CHECK_THAT(refusal(m, f), Catch::Contains("ck: the checkpoint's metadata has no \"step\""));
+  m = saved;
+  m["batch_size"] = "4x";
+  CHECK_THAT(refusal(m, f), Catch::Contains("\"batch_size\" is '4x', not a count"));
+  m = saved;
+  m["step"] = "99999999999999999999";  // would overflow std::stoll
+  CHECK_THAT(refusal(m, f), Catch::Contains("not a count"));
+  m = saved;
+  m.erase("seed");
+  CHECK_THAT(app::gpt_resume_checks(m, f, "ck").note, Catch::Contains("--seed"));
+  CHECK_THAT(app::gpt_resume_checks(saved, f, "ck", 3).note, Catch::Contains("3 chunk(s) were not verified"));
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH(app::check_save_folder(dir + "/", dir), Catch::Contains("is the folder --load reads"));
+  CHECK_NOTHROW(app::check_save_folder(dir + "/new-folder", dir));
+  CHECK_NOTHROW(app::check_save_folder("", dir));
 }
 
 TEST_CASE("learning_rate: constant, or a half cosine from lr towards 0", "[app][flags]") {

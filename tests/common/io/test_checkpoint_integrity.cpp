@@ -17,6 +17,8 @@
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/checksum.h"
+#include "mgpu/io/optimizer_state_check.h"
+#include "mgpu/io/state_dict.h"
 #include "mgpu/optim/sgd.h"
 
 using mgpu::Tensor;
@@ -94,6 +96,30 @@ TEST_CASE("checksums are FNV-1a 64; files with the old offset basis still verify
   CHECK_THROWS_WITH(io::verify_checksums(old, "old.safetensors"),
                     Catch::Contains("checksum_algorithm \"crc32\""));
   CHECK_THAT(io::checksum_note({}), Catch::Contains("not verified"));
+}
+
+TEST_CASE("check_optimizer_state: AdamW steps outside 1..the saved step and negative second "
+          "moments are refused, naming the file and the tensor", "[io][checksum]") {
+  io::TensorDict st;
+  st["w.exp_avg"] = Tensor::from_vector<float>({-1, 2}, {2});  // a first moment may be negative
+  st["w.exp_avg_sq"] = Tensor::from_vector<float>({0, 2}, {2});
+  st["w.step"] = io::scalar_i64(3);
+  CHECK_NOTHROW(io::check_optimizer_state(st, 3, "optim.", "f.safetensors"));
+  CHECK_NOTHROW(io::check_optimizer_state(st, -1, "optim.", "f.safetensors"));
+  for (const std::int64_t bad : {std::int64_t{0}, std::int64_t{-7}, std::int64_t{1000000000000000}}) {
+    io::TensorDict edited = st;
+    edited["w.step"] = io::scalar_i64(bad);
+    CHECK_THROWS_WITH(io::check_optimizer_state(edited, 3, "optim.", "f.safetensors"),
+                      Catch::Contains("f.safetensors") && Catch::Contains("'optim.w.step'") &&
+                          Catch::Contains("the checkpoint's 3 steps"));
+  }
+  io::TensorDict later = st;
+  later["w.step"] = io::scalar_i64(4);  // past the saved step
+  CHECK_THROWS(io::check_optimizer_state(later, 3, "optim.", "f.safetensors"));
+  io::TensorDict negative = st;
+  negative["w.exp_avg_sq"] = Tensor::from_vector<float>({0.5f, -2}, {2});
+  CHECK_THROWS_WITH(io::check_optimizer_state(negative, 3, "optim.", "f.safetensors"),
+                    Catch::Contains("'optim.w.exp_avg_sq'") && Catch::Contains("flat index 1"));
 }
 
 TEST_CASE("checkpoint layout carries checksums; load_checkpoint path verifies them",

@@ -67,7 +67,9 @@ std::string checksum_note(const Metadata& metadata);
 
 /// Throws mgpu::Error naming `source` and the first tensor of `tensors` (floating dtypes)
 /// that holds a NaN or an infinity, with the count and the first index; `section` is put in
-/// front of the tensor's name in the message ("model.", "optim.").
-void check_finite(const TensorDict& tensors, const std::string& section, const std::string& source);
+/// front of the tensor's name in the message ("model.", "optim."). `flag_hint`: the message
+/// names --allow-non-finite-checkpoint (programs that have that flag).
+void check_finite(const TensorDict& tensors, const std::string& section, const std::string& source,
+                  bool flag_hint = true);
 
 }  // namespace mgpu::io
