@@ -40,8 +40,9 @@
 ///
 /// A load on any layout asks for the slices the new layout holds; for each it intersects
 /// the wanted slice with every stored chunk (intersect_slices, lesson 15's task 3) and reads
-/// only those byte ranges of those files (the header of each file, then runs of contiguous
-/// elements), never a whole tensor it does not need.
+/// only those byte ranges of those files into its tensors (the header of each file, then runs
+/// of contiguous elements); the chunks it touches are read whole once more, only to verify
+/// their checksums (ShardedLoadStats::bytes_verified), never chunks it does not touch.
 ///
 /// intersect_slices is lesson 15's (task 3, reshard_slice.cpp): declared here, defined in
 /// the lesson's exercise file; the library is built with its reference

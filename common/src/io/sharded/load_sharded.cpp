@@ -1,7 +1,8 @@
 // load_sharded: each rank reads the slices its own layout holds, from whatever layout
 // saved them. For every wanted slice and every stored chunk of its tensor, the overlap
 // (intersect_slices, lesson 15's task 3) is read as runs of contiguous elements, straight
-// from the file into the rank's tensor: a rank never reads bytes it does not keep.
+// from the file into the rank's tensor: a rank keeps no byte it does not need. Each chunk it
+// touches is first read whole, once, to verify its checksum against the file's and the index's.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
