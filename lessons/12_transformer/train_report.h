@@ -22,6 +22,8 @@
 #include "mgpu/dist/dist.h"
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/checkpoint.h"
+#include "mgpu/io/checksum.h"
+#include "mgpu/io/optimizer_state_check.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/nn/autocast.h"
 #include "mgpu/nn/gpt.h"
@@ -349,6 +351,9 @@ inline std::int64_t resume_run(dist::ProcessGroup& group, const GptFlags& f, nn:
   }
   MGPU_CHECK(state.progress.data_seed == f.seed, path, ": saved by a run with --seed ",
              state.progress.data_seed, ", this one has --seed ", f.seed);
+  // What the checksums cannot see: AdamW step counts outside 1..the saved step, negative
+  // second moments (each trains on to -nan).
+  io::check_optimizer_state(state.optimizer, state.progress.global_step, "optim.", path);
   const io::TrainingProgress p = io::restore_training_state(state, model, optimizer, path);
   MGPU_CHECK(p.global_step >= 0 && p.global_step <= f.steps, path, ": step ", p.global_step,
              " is outside this run's ", f.steps, " steps (--steps)");
@@ -359,7 +364,8 @@ inline std::int64_t resume_run(dist::ProcessGroup& group, const GptFlags& f, nn:
   window.sum = w.at("sum");
   window.count = static_cast<std::int64_t>(w.at("count"));
   window.last_mean = w.at("last_mean");
-  dist::log0("resumed from ", path, " at step ", p.global_step, " of ", f.steps);
+  const std::string note = io::checksum_note(state.metadata);  // no checksums, or the old basis
+  dist::log0("resumed from ", path, " at step ", p.global_step, " of ", f.steps, note.empty() ? "" : "\n  " + note);
   return p.global_step;
 }
 

@@ -124,7 +124,7 @@ int main(int argc, char** argv) {
   app::add_gpt_program_flags(cli, f, "windows per step", "tokens per window (T); a multiple of the ranks with --sp");
   cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (consecutive ranks); it must "
                  "divide the ranks started, the rest are data-parallel replicas (0: every rank, "
-                 "one group)")->capture_default_str();
+                 "one group)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_flag("--sp,!--no-sp", f.sp, "sequence parallelism in the LayerNorm regions");
   cli.add_flag("--regather", f.regather, "with --sp: keep only this rank's tokens of the column "
                "products' inputs and all-gather them again in the backward (Megatron-LM's)");

@@ -140,9 +140,9 @@ int main(int argc, char** argv) {
   app::add_gpt_program_flags(cli, f, "windows per step", "tokens per window (T): a multiple of the ranks "
                              "(plain) or of twice the ranks (zigzag); beyond 128 the position table grows");
   cli.add_option("--cp", f.cp, "ranks of each context-parallel group (consecutive ranks); the rest of the "
-                 "ranks are data-parallel replicas (0: every rank, one group)")->capture_default_str();
+                 "ranks are data-parallel replicas (0: every rank, one group)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--tp", f.tp, "tensor-parallel ranks inside each CP rank (consecutive; they divide the 4 "
-                 "heads): lesson 13's split, the ring on this TP rank's heads")->capture_default_str();
+                 "heads): lesson 13's split, the ring on this TP rank's heads")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
   cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the baseline) instead of the ring");
   MGPU_PARSE_FLAGS(cli, argc, argv);

@@ -19,6 +19,7 @@
 
 #include "mgpu/app/app.h"
 #include "mgpu/app/gpt_program.h"
+#include "mgpu/app/gpt_resume.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/parallel/gpt/gpt_checkpoint.h"
 
@@ -42,6 +43,7 @@ int train(const Flags& f) {
   gpt::GptPlan plan;
   plan.shape = grid::GridShape{f.dp, f.tp, f.pp};
   grid::check_grid(plan.shape, world->size());
+  app::check_save_folder(f.save, f.load);
   plan.schedule = pp::parse_schedule(f.schedule);
   plan.virtual_stages = f.virtual_stages;
   plan.micro_batches = f.micro > 0 ? f.micro : 2 * f.pp;
@@ -62,16 +64,14 @@ int train(const Flags& f) {
   std::int64_t first_step = 0;
   if (!f.load.empty()) {
     MGPU_CHECK(!f.check, "--load continues the split model only: add --no-check");
-    const gpt::LoadedCheckpoint ck = gpt::load_checkpoint(f.load, model, optimizer);
-    const io::Metadata& meta = ck.index.metadata;
-    MGPU_CHECK(meta.at("batch_size") == std::to_string(f.batch), "--load ", f.load, " was saved with a "
-               "global batch of ", meta.at("batch_size"), " windows; resume with --batch-size ", meta.at("batch_size"));
-    first_step = std::stoll(meta.at("step"));
+    const gpt::LoadedCheckpoint ck = gpt::load_checkpoint(f.load, model, optimizer);  // verified
+    const app::GptResume resumed = app::gpt_resume_checks(ck.index.metadata, f, f.load, ck.stats.unverified_chunks);  // the run's flags
+    first_step = resumed.step;
     if (rank == 0)
-      std::printf("loaded %s (saved at %s by %d ranks, %s): step %lld; rank 0 read %lld bytes from %lld "
-                  "file(s)\n", f.load.c_str(), meta.at("step").c_str(), ck.index.world_size,
-                  meta.at("layout").c_str(), static_cast<long long>(first_step),
-                  static_cast<long long>(ck.stats.bytes_read), static_cast<long long>(ck.stats.files_opened));
+      std::printf("loaded %s (saved by %d ranks, %s): step %lld; rank 0 read %lld bytes from %lld "
+                  "file(s)%s%s\n", f.load.c_str(), ck.index.world_size, resumed.layout.c_str(),
+                  static_cast<long long>(first_step), static_cast<long long>(ck.stats.bytes_read),
+                  static_cast<long long>(ck.stats.files_opened), resumed.note.empty() ? "" : "\n  ", resumed.note.c_str());
   }
   const std::int64_t params = model.num_parameters();
   if (rank == 0) {
@@ -120,8 +120,7 @@ int train(const Flags& f) {
   }
   if (!f.save.empty()) {  // Step 6) every rank its slices, rank 0 the index
     const std::string index = gpt::save_checkpoint(*world, f.save, model, optimizer,
-        {{"step", std::to_string(first_step + f.steps)}, {"batch_size", std::to_string(f.batch)},
-         {"layout", plan.shape.str()}});
+        app::gpt_checkpoint_metadata(f, first_step + f.steps, plan.shape.str()));
     if (rank == 0) std::printf("saved %s (step %lld)\n", index.c_str(), static_cast<long long>(first_step + f.steps));
   }
   if (rank == 0) std::printf("%s\n", check.final_line(loss).c_str());
@@ -136,13 +135,13 @@ int main(int argc, char** argv) {
   CLI::App cli{"Lesson 15: train gpt-tiny on a DP x TP x PP grid of the ranks started with "
                "tools/mpirun -np DP·TP·PP, beside the unsplit model."};
   app::add_gpt_program_flags(cli, f, "windows per step, over all replicas", "tokens per window (T)");
-  cli.add_option("--dp", f.dp, "data-parallel replicas")->capture_default_str();
-  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (divides the 4 heads)")->capture_default_str();
-  cli.add_option("--pp", f.pp, "pipeline stages")->capture_default_str();
+  cli.add_option("--dp", f.dp, "data-parallel replicas")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (divides the 4 heads)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--pp", f.pp, "pipeline stages")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--schedule", f.schedule, "gpipe, 1f1b or interleaved")
       ->check(CLI::IsMember({"gpipe", "1f1b", "interleaved"}))->capture_default_str();
-  cli.add_option("--virtual", f.virtual_stages, "model chunks per pipeline rank (interleaved)")->capture_default_str();
-  cli.add_option("--micro", f.micro, "micro-batches per step (0: 2·PP)")->capture_default_str();
+  cli.add_option("--virtual", f.virtual_stages, "model chunks per pipeline rank (interleaved)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--micro", f.micro, "micro-batches per step (0: 2·PP)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--save", f.save, "write a sharded checkpoint here after the last step");
   cli.add_option("--load", f.load, "start from a sharded checkpoint saved on any layout");
   MGPU_PARSE_FLAGS(cli, argc, argv);

@@ -73,10 +73,7 @@ bool Checkpoints::resume() {
   dist::log0("resumed from ", path, ": epoch ", progress_.epoch + 1, ", step ",
              progress_.step_in_epoch, " of it, global step ", progress_.global_step,
              hooks_.resumed_note ? hooks_.resumed_note() : "", pos.exact ? "" : "\n  " + pos.note,
-             io::has_checksums(st.metadata)
-                 ? ""
-                 : "\n  note: the file has no checksums (written before they were added): its "
-                   "tensors were not verified");
+             io::checksum_note(st.metadata).empty() ? "" : "\n  " + io::checksum_note(st.metadata));
   return true;
 }
 

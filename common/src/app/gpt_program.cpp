@@ -1,6 +1,8 @@
 // The GPT programs' shared flags, corpus, unsplit model and --check (see gpt_program.h).
 #include "mgpu/app/gpt_program.h"
 
+#include "mgpu/app/flags.h"
+
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
@@ -15,11 +17,13 @@ namespace mgpu::app {
 void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string& batch_help,
                            const std::string& seq_help) {
   cli.add_option("--data", f.data, "synthetic, shakespeare or a text file")->capture_default_str();
-  cli.add_option("--steps", f.steps, "optimizer steps")->check(CLI::PositiveNumber)->capture_default_str();
-  cli.add_option("--batch-size", f.batch, batch_help)->check(CLI::PositiveNumber)->capture_default_str();
-  cli.add_option("--seq", f.seq, seq_help)->check(CLI::PositiveNumber)->capture_default_str();
-  cli.add_option("--lr", f.lr, "AdamW's learning rate")->capture_default_str();
-  cli.add_option("--seed", f.seed, "weights and batches")->capture_default_str();
+  // The validators of lesson 01's flags (flags.h): one line naming the flag and the value.
+  cli.add_option("--steps", f.steps, "optimizer steps")->check(positive_integer(std::int64_t{1} << 40))->capture_default_str();
+  cli.add_option("--batch-size", f.batch, batch_help)->check(positive_integer(kMaxGptBatch))->capture_default_str();
+  cli.add_option("--seq", f.seq, seq_help)->check(positive_integer(kMaxGptSeq))->capture_default_str();
+  cli.add_option("--lr", f.lr, "AdamW's learning rate")->check(non_negative_real())->capture_default_str();
+  cli.add_option("--seed", f.seed, "weights and batches")
+      ->check(non_negative_integer(9007199254740991))->capture_default_str();
   cli.add_flag("--check,!--no-check", f.check, "also train the unsplit model and print its loss");
   cli.add_option("--dtype", f.dtype, "f32 or f64")->check(CLI::IsMember({"f32", "f64"}))->capture_default_str();
   cli.add_option("--device", f.device, "cpu, or cuda (rank r uses cuda:<local rank>)")

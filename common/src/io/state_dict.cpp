@@ -6,6 +6,7 @@
 #include <sstream>
 
 #include "mgpu/copy.h"
+#include "mgpu/io/checksum.h"
 
 namespace mgpu::io {
 
@@ -158,11 +159,10 @@ std::map<std::string, double> state_to_scalars(const StateDict& state, const std
 }
 
 std::uint64_t fingerprint(const StateDict& state) {
-  std::uint64_t h = 1469598103934665603ull;  // FNV-1a's offset basis
+  std::uint64_t h = kFnv1aOffsetBasis;
   for (const auto& entry : state) {
     const Tensor host = entry.second.to(Device::cpu());
-    const auto* bytes = static_cast<const unsigned char*>(host.raw_data());
-    for (std::size_t i = 0; i < host.nbytes(); ++i) h = (h ^ bytes[i]) * 1099511628211ull;
+    h = fnv1a64(host.raw_data(), host.nbytes(), h);
   }
   return h;
 }

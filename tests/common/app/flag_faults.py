@@ -4,7 +4,8 @@ and what to do instead, and a non-zero exit status; nothing hangs, nothing is ha
 
   flag_faults.py --build build [--mpirun tools/mpirun]
 
-Checked: a flag of two values given one (--betas 0.9 --train-samples 256, the shared flag
+Checked: lessons 13-15's train and lesson 15's plan (counts, seeds, grid extents, a cluster
+by hand: the validators of lesson 01's flags), a flag of two values given one (--betas 0.9 --train-samples 256, the shared flag
 parsing, through lesson 10's train), lesson 09's what_if (rank lists, batches, a link by
 hand), lesson 04's bench_allreduce (a message larger than memory, a world of one rank),
 lesson 10's --gradient-as-bucket-view with ZeRO and lesson 08's loss-scaling flags where
@@ -63,6 +64,27 @@ def main():
     expect_refused('betas-one-value-last', [train10, '--betas', '0.9'],
                    ["--betas: takes 2 values", "got 1: '0.9'"])
     expect_refused('betas-equals', [train10, '--betas=0.9'], ["--betas: takes 2 values"])
+
+    # Lessons 13-15's programs and lesson 15's plan: lesson 01's validators, one line each.
+    train13 = os.path.join(sol, '13_tp_sp', 'train')
+    train14 = os.path.join(sol, '14_context_parallel', 'train')
+    train15 = os.path.join(sol, '15_3d_parallel', 'train')
+    plan = os.path.join(sol, '15_3d_parallel', 'plan')
+    for flag, value, must in [('--steps', '0', 'a positive integer'), ('--steps', '-1', 'a positive integer'),
+                              ('--seed', '-1', '0 or a positive integer'),
+                              ('--batch-size', '1e8', 'a positive integer'),
+                              ('--micro', '-3', '0 or a positive integer'),
+                              ('--dp', '0', 'a positive integer'), ('--pp', '-2', 'a positive integer')]:
+        expect_refused('train15%s-%s' % (flag, value), [train15, flag, value],
+                       ["%s: must be %s, got '%s'" % (flag, must, value)])
+    expect_refused('train13--tp--1', [train13, '--tp', '-1'], ["--tp: must be 0 or a positive integer, got '-1'"])
+    expect_refused('train14--cp--1', [train14, '--cp', '-1'], ["--cp: must be 0 or a positive integer, got '-1'"])
+    hand = [plan, '--model', 'tiny', '--gpus', '8']
+    for flag, value, must in [('--gpus-per-node', '0', 'a positive integer'), ('--intra-gbs', '0', 'a number > 0'),
+                              ('--gpus', '-8', 'a positive integer'), ('--memory-gib', '-1', 'a number >= 0'),
+                              ('--layers', '-2', '0 or a positive integer'), ('--embd', '-5', '0 or a positive integer')]:
+        expect_refused('plan%s-%s' % (flag, value), hand + [flag, value],
+                       ["%s: must be %s, got '%s'" % (flag, must, value)])
 
     # Lesson 09's what_if: every flag checked before anything is predicted.
     link = [what_if, '--workload', WORKLOAD, '--alpha-us', '50', '--beta-ns', '1']

@@ -5,6 +5,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include <algorithm>
 #include <cstdio>
 #include <filesystem>
 #include <fstream>
@@ -12,6 +13,9 @@
 #include <thread>
 
 #include "mgpu/app/app.h"
+#include "mgpu/app/gpt_program.h"
+#include "mgpu/app/gpt_resume.h"
+#include "mgpu/parallel/grid/grid.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
 
@@ -104,6 +108,88 @@ TEST_CASE("add_flags declares the shared flags; bad values never print DBL_MAX",
   CHECK_THROWS_AS(parse({"--model", "resnet"}), CLI::ValidationError);
   CHECK_THROWS_AS(parse({"--schedule", "cosine"}), CLI::ParseError);  // not declared
   CHECK(parse({"--schedule", "cosine"}, true).schedule == "cosine");
+}
+
+TEST_CASE("the GPT programs' shared flags refuse what lesson 01's refuse, naming the flag",
+          "[app][flags]") {
+  const auto parse_gpt = [](std::vector<std::string> args) {
+    app::GptProgramFlags f;
+    CLI::App cli;
+    app::add_gpt_program_flags(cli, f, "windows", "tokens");
+    std::reverse(args.begin(), args.end());
+    cli.parse(args);
+    return f;
+  };
+  CHECK(parse_gpt({"--steps", "3", "--seed", "7", "--batch-size", "8"}).steps == 3);
+  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
+           {"--steps", "0"}, {"--steps", "-1"}, {"--seed", "-1"}, {"--batch-size", "1e8"},
+           {"--batch-size", "100000000"}, {"--seq", "0"}, {"--lr", "-0.1"}, {"--lr", "nan"}}) {
+    try {
+      parse_gpt({flag, value});
+      FAIL(flag << " " << value << " was accepted");
+    } catch (const CLI::ValidationError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Catch::StartsWith(flag + ": must be"));
+      CHECK_THAT(what, !Catch::Contains("179769"));
+    }
+  }
+}
+
+TEST_CASE("check_grid: extents below 1 or whose product overflows an int are named as such",
+          "[app][flags]") {
+  namespace grid = mgpu::parallel::grid;
+  CHECK_NOTHROW(grid::check_grid(grid::GridShape{2, 2, 1}, 4));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{0, 1, 1}, 1),
+                    Catch::Contains("every extent must be at least 1"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{-2, 1, 1}, 1),
+                    Catch::Contains("every extent must be at least 1"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{65536, 65536, 1}, 1),
+                    Catch::Contains("holds more than 2147483647 rank(s)") && !Catch::Contains("-np 0"));
+  CHECK_THROWS_WITH(grid::check_grid(grid::GridShape{2, 1, 1}, 1), Catch::Contains("tools/mpirun -np 2"));
+}
+
+TEST_CASE("a GPT program's resume: metadata checked against the flags, naming key and flag; "
+          "no save into the folder it loads", "[app][flags]") {
+  app::GptProgramFlags f;
+  const io::Metadata saved = app::gpt_checkpoint_metadata(f, 5, "DP 2 x TP 1 x PP 1");
+  const app::GptResume r = app::gpt_resume_checks(saved, f, "ck");
+  CHECK(r.step == 5);
+  CHECK(r.layout == "DP 2 x TP 1 x PP 1");
+  CHECK(r.note.empty());
+  const auto refusal = [&](io::Metadata m, const app::GptProgramFlags& flags) {
+    try {
+      app::gpt_resume_checks(m, flags, "ck");
+    } catch (const mgpu::Error& e) {
+      return std::string(e.what());
+    }
+    return std::string("accepted");
+  };
+  app::GptProgramFlags other = f;
+  other.seed = 7;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --seed 1337"));
+  other = f;
+  other.seq = 32;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --seq 64"));
+  other = f;
+  other.batch = 8;
+  CHECK_THAT(refusal(saved, other), Catch::Contains("resume with --batch-size 4"));
+  io::Metadata m = saved;
+  m.erase("step");
+  CHECK_THAT(refusal(m, f), Catch::Contains("ck: the checkpoint's metadata has no \"step\""));
+  m = saved;
+  m["batch_size"] = "4x";
+  CHECK_THAT(refusal(m, f), Catch::Contains("\"batch_size\" is '4x', not a count"));
+  m = saved;
+  m["step"] = "99999999999999999999";  // would overflow std::stoll
+  CHECK_THAT(refusal(m, f), Catch::Contains("not a count"));
+  m = saved;
+  m.erase("seed");
+  CHECK_THAT(app::gpt_resume_checks(m, f, "ck").note, Catch::Contains("--seed"));
+  CHECK_THAT(app::gpt_resume_checks(saved, f, "ck", 3).note, Catch::Contains("3 chunk(s) were not verified"));
+  const std::string dir = std::filesystem::temp_directory_path().string();
+  CHECK_THROWS_WITH(app::check_save_folder(dir + "/", dir), Catch::Contains("is the folder --load reads"));
+  CHECK_NOTHROW(app::check_save_folder(dir + "/new-folder", dir));
+  CHECK_NOTHROW(app::check_save_folder("", dir));
 }
 
 TEST_CASE("learning_rate: constant, or a half cosine from lr towards 0", "[app][flags]") {

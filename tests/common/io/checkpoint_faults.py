@@ -46,7 +46,7 @@ def write_st(path, tensors, meta):
 
 
 def fnv(b):
-    h = 1469598103934665603
+    h = 14695981039346656037  # FNV-1a 64's offset basis
     for c in b:
         h = ((h ^ c) * 1099511628211) & 0xFFFFFFFFFFFFFFFF
     return '%016x' % h

@@ -17,6 +17,8 @@
 #include "mgpu/io/atomic_file.h"
 #include "mgpu/io/checkpoint.h"
 #include "mgpu/io/checksum.h"
+#include "mgpu/io/optimizer_state_check.h"
+#include "mgpu/io/state_dict.h"
 #include "mgpu/optim/sgd.h"
 
 using mgpu::Tensor;
@@ -66,6 +68,58 @@ TEST_CASE("checksums: every tensor's in the metadata, verified, naming file and 
   io::add_checksums(removed);
   CHECK(removed.metadata.count("checksum.b") == 0);
   CHECK(io::verify_checksums(removed, "r.safetensors"));
+}
+
+TEST_CASE("checksums are FNV-1a 64; files with the old offset basis still verify, with a note",
+          "[io][checksum]") {
+  // FNV-1a 64's published test vectors: "" is the offset basis, "a" is af63dc4c8601ec8c.
+  CHECK(io::fnv1a64("", 0) == 14695981039346656037ull);
+  CHECK(io::checksum_hex(io::fnv1a64("a", 1)) == "af63dc4c8601ec8c");
+  CHECK(io::checksum_hex(io::fnv1a64("foobar", 6)) == "85944171f73967e8");
+  const Tensor bytes = Tensor::from_vector<std::int32_t>({0x61}, {1});  // 61 00 00 00
+  CHECK(io::tensor_checksum(bytes) == io::checksum_hex(io::fnv1a64("a\0\0\0", 4)));
+  io::SafetensorsFile f = two_tensors();
+  io::add_checksums(f);
+  CHECK(f.metadata.at("checksum_algorithm") == "fnv1a64");
+  CHECK(io::checksum_note(f.metadata).empty());
+  // A file of the old writer: the old basis, no checksum_algorithm. It verifies, noted.
+  io::SafetensorsFile old = two_tensors();
+  for (const auto& [name, t] : old.tensors)
+    old.metadata["checksum." + name] = io::tensor_checksum(t, io::kLegacyChecksumBasis);
+  CHECK(io::verify_checksums(old, "old.safetensors"));
+  CHECK(io::legacy_checksums(old.metadata));
+  CHECK_THAT(io::checksum_note(old.metadata), Catch::Contains("old offset basis"));
+  // ... but the old checksums under the new key are refused, and so is an unknown algorithm.
+  old.metadata["checksum_algorithm"] = "fnv1a64";
+  CHECK_THROWS_WITH(io::verify_checksums(old, "old.safetensors"), Catch::Contains("fails its checksum"));
+  old.metadata["checksum_algorithm"] = "crc32";
+  CHECK_THROWS_WITH(io::verify_checksums(old, "old.safetensors"),
+                    Catch::Contains("checksum_algorithm \"crc32\""));
+  CHECK_THAT(io::checksum_note({}), Catch::Contains("not verified"));
+}
+
+TEST_CASE("check_optimizer_state: AdamW steps outside 1..the saved step and negative second "
+          "moments are refused, naming the file and the tensor", "[io][checksum]") {
+  io::TensorDict st;
+  st["w.exp_avg"] = Tensor::from_vector<float>({-1, 2}, {2});  // a first moment may be negative
+  st["w.exp_avg_sq"] = Tensor::from_vector<float>({0, 2}, {2});
+  st["w.step"] = io::scalar_i64(3);
+  CHECK_NOTHROW(io::check_optimizer_state(st, 3, "optim.", "f.safetensors"));
+  CHECK_NOTHROW(io::check_optimizer_state(st, -1, "optim.", "f.safetensors"));
+  for (const std::int64_t bad : {std::int64_t{0}, std::int64_t{-7}, std::int64_t{1000000000000000}}) {
+    io::TensorDict edited = st;
+    edited["w.step"] = io::scalar_i64(bad);
+    CHECK_THROWS_WITH(io::check_optimizer_state(edited, 3, "optim.", "f.safetensors"),
+                      Catch::Contains("f.safetensors") && Catch::Contains("'optim.w.step'") &&
+                          Catch::Contains("the checkpoint's 3 steps"));
+  }
+  io::TensorDict later = st;
+  later["w.step"] = io::scalar_i64(4);  // past the saved step
+  CHECK_THROWS(io::check_optimizer_state(later, 3, "optim.", "f.safetensors"));
+  io::TensorDict negative = st;
+  negative["w.exp_avg_sq"] = Tensor::from_vector<float>({0.5f, -2}, {2});
+  CHECK_THROWS_WITH(io::check_optimizer_state(negative, 3, "optim.", "f.safetensors"),
+                    Catch::Contains("'optim.w.exp_avg_sq'") && Catch::Contains("flat index 1"));
 }
 
 TEST_CASE("checkpoint layout carries checksums; load_checkpoint path verifies them",

@@ -7,6 +7,7 @@
 #include <filesystem>
 #include <cstring>
 #include <fstream>
+#include <functional>
 
 #include <nlohmann/json.hpp>
 
@@ -296,4 +297,86 @@ TEST_CASE("a save replaces an older checkpoint in the same folder", "[io][sharde
   io::save_sharded(g, tmp.path(), layout(model, 0, g.size(), g.rank(), true, g.rank() == 0));
   io::save_sharded(g, tmp.path(), layout(later, 1, g.size(), g.rank(), true, g.rank() == 0));
   check_loads(later, tmp.path(), 0, {1, 3});
+}
+
+TEST_CASE("sharded files carry checksums: a flipped byte, a copied shard, another save's shard, "
+          "a chunk naming the wrong file are refused; killed saves' temporaries are removed",
+          "[io][sharded][mpi]") {
+  namespace fs = std::filesystem;
+  mgpu::dist::ProcessGroup& g = cpu_group();
+  const Global model;
+  Global later;
+  for (auto& [name, t] : later.t) t = pattern(t.shape(), t.dtype(), 7);
+  SharedTempDir tmp("mgpu-sharded-sums");
+  const std::string dir = tmp.path() + "/ck", other = tmp.path() + "/other";
+  // A temporary file a killed save left, and a shard of a rank this save does not have.
+  if (g.rank() == 0) {
+    fs::create_directories(dir);
+    std::ofstream(dir + "/.rank-00000.safetensors.tmp.999999") << "half";
+    std::ofstream(dir + "/" + io::shard_file_name(g.size() + 3)) << "old";
+  }
+  g.barrier().wait();
+  io::save_sharded(g, dir, layout(model, 0, g.size(), g.rank(), true, g.rank() == 0));
+  io::save_sharded(g, other, layout(later, 0, g.size(), g.rank(), true, g.rank() == 0));
+  CHECK_FALSE(fs::exists(dir + "/.rank-00000.safetensors.tmp.999999"));
+  CHECK_FALSE(fs::exists(dir + "/" + io::shard_file_name(g.size() + 3)));
+  const io::ShardedIndex index = io::read_sharded_index(dir);
+  for (const auto& [name, info] : index.tensors)
+    for (const io::ShardChunk& c : info.chunks) CHECK(c.checksum.size() == 16);
+  io::ShardedDict whole = layout(model, 0, 1, 0, true, true);
+  const io::ShardedLoadStats stats = io::load_sharded(dir, whole);
+  CHECK(stats.unverified_chunks == 0);
+  CHECK(stats.bytes_verified > 0);
+  g.barrier().wait();
+
+  // Each rank its own copy of the folder, one file changed; a load of everything refuses it.
+  const std::string last = io::shard_file_name(g.size() - 1);  // holds part of "w"
+  auto refusal = [&](const std::string& name, const std::function<void(const std::string&)>& edit) {
+    const std::string copy = tmp.path() + "/" + name + std::to_string(g.rank());
+    fs::copy(dir, copy, fs::copy_options::recursive);
+    edit(copy);
+    io::ShardedDict all = layout(model, 0, 1, 0, true, true);
+    return error_of([&] { io::load_sharded(copy, all); });
+  };
+  const std::string flipped = refusal("flip", [&](const std::string& copy) {
+    std::fstream f(copy + "/" + last, std::ios::in | std::ios::out | std::ios::binary);
+    f.seekg(-1, std::ios::end);
+    const char c = static_cast<char>(f.get() ^ 0x01);
+    f.seekp(-1, std::ios::end);
+    f.put(c);
+  });
+  CHECK(contains(flipped, "fails its checksum"));
+  CHECK(contains(flipped, last));
+  const std::string foreign = refusal("foreign", [&](const std::string& copy) {
+    fs::copy_file(other + "/" + last, copy + "/" + last, fs::copy_options::overwrite_existing);
+  });
+  CHECK(contains(foreign, "is not the one this save wrote"));
+  CHECK(contains(foreign, last));
+  if (g.size() > 1) {
+    const std::string copied = refusal("copied", [&](const std::string& copy) {
+      fs::copy_file(copy + "/" + io::shard_file_name(0), copy + "/" + io::shard_file_name(1),
+                    fs::copy_options::overwrite_existing);
+    });
+    CHECK(contains(copied, io::shard_file_name(1)));
+  }
+  if (g.size() > 1) {  // the index's chunk of "v" in rank 0's file named as rank 1's
+    const std::string renamed = refusal("renamed", [&](const std::string& copy) {
+      nlohmann::json j;
+      std::ifstream(copy + "/index.json") >> j;
+      j["tensors"]["v"]["chunks"][0]["file"] = io::shard_file_name(1);
+      j["tensors"]["v"]["chunks"][1]["file"] = io::shard_file_name(0);
+      std::ofstream(copy + "/index.json") << j.dump();
+    });
+    CHECK(contains(renamed, "is not the one this save wrote"));
+  }
+  // An index written before checksums still loads, its chunks counted unverified.
+  const std::string plain = tmp.path() + "/plain" + std::to_string(g.rank());
+  fs::copy(dir, plain, fs::copy_options::recursive);
+  nlohmann::json j;
+  std::ifstream(plain + "/index.json") >> j;
+  for (auto& [name, t] : j["tensors"].items())
+    for (auto& c : t["chunks"]) c.erase("checksum");
+  std::ofstream(plain + "/index.json") << j.dump();
+  io::ShardedDict all = layout(model, 0, 1, 0, true, true);
+  CHECK(io::load_sharded(plain, all).unverified_chunks > 0);
 }

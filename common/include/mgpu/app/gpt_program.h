@@ -35,6 +35,12 @@ struct GptProgramFlags {
   DType value_dtype() const { return dtype == "f64" ? DType::f64 : DType::f32; }
 };
 
+/// The largest --batch-size and --seq the GPT programs take (a step's tokens fit in memory).
+inline constexpr std::int64_t kMaxGptBatch = 1 << 16;
+inline constexpr std::int64_t kMaxGptSeq = 1 << 16;
+/// The largest extent of one grid dimension (--dp, --tp, --pp, --cp, --virtual, --micro).
+inline constexpr std::int64_t kMaxGridExtent = 1 << 16;
+
 /// Declares --data, --steps, --batch-size (`batch_help`), --seq (`seq_help`), --lr,
 /// --seed, --check/--no-check, --dtype, --device and --backend on `cli`, bound to `f`.
 void add_gpt_program_flags(CLI::App& cli, GptProgramFlags& f, const std::string& batch_help,

@@ -30,10 +30,19 @@
 /// index.json is no checkpoint: a save removes the old index before any rank writes, and
 /// writes the new one after every rank's file is on disk.
 ///
+/// Every shard file carries lesson 07's checksums (checksum.h: "checksum.<name>" in its
+/// metadata) and the index repeats each chunk's checksum. A load reads every chunk it needs
+/// whole once to verify it, and checks that the file's checksum is the index's: a flipped
+/// byte, a shard copied over another, a shard from another save or a chunk naming the wrong
+/// file are refused naming the file and the tensor. A save first removes the temporary
+/// files of a save that was killed (".NAME.tmp.PID") and the shard files of ranks that do not
+/// write this time.
+///
 /// A load on any layout asks for the slices the new layout holds; for each it intersects
 /// the wanted slice with every stored chunk (intersect_slices, lesson 15's task 3) and reads
-/// only those byte ranges of those files (the header of each file, then runs of contiguous
-/// elements), never a whole tensor it does not need.
+/// only those byte ranges of those files into its tensors (the header of each file, then runs
+/// of contiguous elements); the chunks it touches are read whole once more, only to verify
+/// their checksums (ShardedLoadStats::bytes_verified), never chunks it does not touch.
 ///
 /// intersect_slices is lesson 15's (task 3, reshard_slice.cpp): declared here, defined in
 /// the lesson's exercise file; the library is built with its reference
@@ -120,6 +129,9 @@ ShardedTensor split_along(const Tensor& local, const Shape& global_shape, int di
 struct ShardChunk {
   std::string file;  ///< e.g. "rank-00002.safetensors"
   Slice slice;       ///< the slice of the tensor that file holds (under the tensor's name)
+  /// FNV-1a 64 of the chunk's bytes (checksum.h), as the file's own "checksum.<name>" holds
+  /// it; "" in an index written before checksums (its chunks load unverified).
+  std::string checksum;
 };
 /// One tensor of the index.
 struct ShardedTensorInfo {
@@ -165,6 +177,9 @@ struct ShardedLoadStats {
   std::int64_t files_opened = 0;   ///< shard files whose header was read
   std::int64_t bytes_read = 0;     ///< tensor bytes read from them (headers not counted)
   std::int64_t read_calls = 0;     ///< contiguous runs read
+  std::int64_t bytes_verified = 0; ///< chunk bytes read to verify their checksums
+  /// Chunks without a checksum in the index (an index written before checksums).
+  std::int64_t unverified_chunks = 0;
 };
 
 /// Fills every entry of `shards` (this rank's layout: names, global shapes, slices) from the

@@ -14,7 +14,11 @@ std::string index_to_json(const ShardedIndex& index) {
   for (const auto& [name, info] : index.tensors) {
     json chunks = json::array();
     for (const ShardChunk& c : info.chunks)
-      chunks.push_back({{"file", c.file}, {"offsets", c.slice.offsets}, {"lengths", c.slice.lengths}});
+    {
+      json chunk = {{"file", c.file}, {"offsets", c.slice.offsets}, {"lengths", c.slice.lengths}};
+      if (!c.checksum.empty()) chunk["checksum"] = c.checksum;
+      chunks.push_back(chunk);
+    }
     tensors[name] = {{"dtype", safetensors_dtype_name(info.dtype)}, {"shape", info.shape},
                      {"chunks", chunks}};
   }
@@ -95,6 +99,13 @@ ShardedIndex index_from_json(const std::string& text, const std::string& source)
                  "\" is not a plain file name inside the checkpoint folder");
       chunk.slice.offsets = int_list(field(c, "offsets", where + "'s chunk", source), where + "'s offsets", source);
       chunk.slice.lengths = int_list(field(c, "lengths", where + "'s chunk", source), where + "'s lengths", source);
+      if (c.contains("checksum")) {  // absent in an index written before checksums
+        const json& sum = c.at("checksum");
+        MGPU_CHECK(sum.is_string() && sum.get<std::string>().size() == 16, source, ": ", where,
+                   ": the checksum of the chunk in ", chunk.file, " is ", sum.dump(),
+                   ", expected 16 hex digits");
+        chunk.checksum = sum.get<std::string>();
+      }
       info.chunks.push_back(chunk);
     }
     index.tensors[name] = info;

@@ -1,7 +1,8 @@
 // load_sharded: each rank reads the slices its own layout holds, from whatever layout
 // saved them. For every wanted slice and every stored chunk of its tensor, the overlap
 // (intersect_slices, lesson 15's task 3) is read as runs of contiguous elements, straight
-// from the file into the rank's tensor: a rank never reads bytes it does not keep.
+// from the file into the rank's tensor: a rank keeps no byte it does not need. Each chunk it
+// touches is first read whole, once, to verify its checksum against the file's and the index's.
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -9,9 +10,12 @@
 #include <cerrno>
 #include <cstring>
 #include <memory>
+#include <set>
+#include <utility>
 
 #include "mgpu/copy.h"
 #include "mgpu/io/atomic_file.h"
+#include "mgpu/io/checksum.h"
 #include "mgpu/io/sharded_checkpoint.h"
 #include "../pread_exact.h"
 
@@ -96,6 +100,38 @@ void read_overlap(const ShardFile& f, const TensorEntry& e, const Slice& stored,
   }
 }
 
+// Verifies the chunk `c` of tensor `name`, entry `e` of file `f`: the file's own checksum of
+// the tensor is the one the index holds (so the file is the one this save wrote for that
+// chunk), and the entry's bytes, read whole in blocks, hash to it.
+void verify_chunk(const ShardFile& f, const TensorEntry& e, const ShardChunk& c,
+                  const std::string& index_path, ShardedLoadStats& stats) {
+  if (c.checksum.empty()) {  // an index written before checksums
+    ++stats.unverified_chunks;
+    return;
+  }
+  const auto it = f.header.metadata.find(kChecksumPrefix + e.name);
+  const std::string in_file = it == f.header.metadata.end() ? "none" : it->second;
+  MGPU_CHECK(in_file == c.checksum, "load_sharded: ", f.path, ": tensor '", e.name,
+             "' has checksum ", in_file, " in the file, but ", index_path, " says ", c.checksum,
+             " for its chunk ", c.slice.str(), ": the file is not the one this save wrote (a shard "
+             "of another save, one rank's file copied over another's, or an index naming the "
+             "wrong file); resume from a complete checkpoint");
+  const std::uint64_t basis = legacy_checksums(f.header.metadata) ? kLegacyChecksumBasis : kFnv1aOffsetBasis;
+  std::uint64_t h = basis;
+  std::string block(std::min<std::uint64_t>(e.end - e.begin, 1 << 20), '\0');
+  for (std::uint64_t at = e.begin; at < e.end;) {
+    const std::size_t n = static_cast<std::size_t>(std::min<std::uint64_t>(block.size(), e.end - at));
+    f.read_at(block.data(), n, f.header.data_start() + at);
+    h = fnv1a64(block.data(), n, h);
+    at += n;
+  }
+  stats.bytes_verified += static_cast<std::int64_t>(e.end - e.begin);
+  MGPU_CHECK(checksum_hex(h) == c.checksum, "load_sharded: ", f.path, ": tensor '", e.name,
+             "' fails its checksum (fnv1a64 ", checksum_hex(h), ", the file and the index say ",
+             c.checksum, "): its bytes changed after it was saved (a damaged disk or copy, or an "
+             "edit); resume from another checkpoint");
+}
+
 }  // namespace
 
 ShardedLoadStats load_sharded(const std::string& dir, ShardedDict& shards) {
@@ -108,6 +144,7 @@ ShardedLoadStats load_sharded(const std::string& dir, const ShardedIndex& index,
   const std::string source = dir + "/" + kShardedIndexName;
   ShardedLoadStats stats;
   std::map<std::string, std::unique_ptr<ShardFile>> files;
+  std::set<std::pair<std::string, std::string>> verified;  // (file, tensor) read whole once
   for (auto& [name, t] : shards) {
     const auto it = index.tensors.find(name);
     MGPU_CHECK(it != index.tensors.end(), "load_sharded: ", source, " has no tensor '", name,
@@ -151,6 +188,7 @@ ShardedLoadStats load_sharded(const std::string& dir, const ShardedIndex& index,
                  f->path, ": tensor '", name, "' is ", dtype_name(entry->dtype), " ",
                  shape_str(entry->shape), ", the index says ", dtype_name(info.dtype), " ",
                  shape_str(c.slice.lengths), " (", c.slice.str(), ")");
+      if (verified.insert({c.file, name}).second) verify_chunk(*f, *entry, c, source, stats);
       if (ov.global.numel() > 0) read_overlap(*f, *entry, c.slice, t.slice, ov, dst, stats);
       filled += ov.global.numel();
     }

@@ -3,11 +3,13 @@
 // is refused on every rank before a byte is written.
 #include <cstring>
 #include <filesystem>
+#include <set>
 
 #include <nlohmann/json.hpp>
 
 #include "index_json.h"
 #include "mgpu/io/atomic_file.h"
+#include "mgpu/io/checksum.h"
 #include "mgpu/io/sharded_checkpoint.h"
 
 namespace mgpu::io {
@@ -71,7 +73,8 @@ std::string declare(const ShardedDict& shards, std::string& error) {
                     {"shape", t.global_shape},
                     {"offsets", t.slice.offsets},
                     {"lengths", t.slice.lengths},
-                    {"write", t.write}});
+                    {"write", t.write},
+                    {"checksum", t.write && error.empty() ? tensor_checksum(t.local) : ""}});
   }
   return list.dump();
 }
@@ -108,7 +111,8 @@ std::string save_sharded(dist::ProcessGroup& group, const std::string& dir,
       if (e.at("write").get<bool>())
         info.chunks.push_back({shard_file_name(r),
                                Slice{e.at("offsets").get<std::vector<std::int64_t>>(),
-                                     e.at("lengths").get<std::vector<std::int64_t>>()}});
+                                     e.at("lengths").get<std::vector<std::int64_t>>()},
+                               e.at("checksum").get<std::string>()});
     }
   }
   check_exact_cover(index, where);
@@ -125,8 +129,21 @@ std::string save_sharded(dist::ProcessGroup& group, const std::string& dir,
       if (fs::exists(fs::symlink_status(index_path))) {
         MGPU_CHECK(fs::remove(index_path, ec) && !ec, "cannot remove the old ", index_path, ": ",
                    ec.message());
-        fsync_directory(dir);
       }
+      // What a killed save left (".NAME.tmp.PID", never complete, as lesson 07's
+      // commit_checkpoint removes them) and the shards of ranks that do not write this time
+      // (an older save's, with more ranks): gone before any rank writes.
+      std::set<std::string> writers;
+      for (const auto& [name, info] : index.tensors)
+        for (const ShardChunk& c : info.chunks) writers.insert(c.file);
+      for (const auto& e : fs::directory_iterator(dir, ec)) {
+        const std::string f = e.path().filename().string();
+        const bool temporary = f.size() > 1 && f[0] == '.' && f.find(".tmp.") != std::string::npos;
+        const bool old_shard = f.rfind("rank-", 0) == 0 && f.size() > 12 &&
+                               f.compare(f.size() - 12, 12, ".safetensors") == 0 && !writers.count(f);
+        if (temporary || old_shard) fs::remove(e.path(), ec);
+      }
+      fsync_directory(dir);
     } catch (const std::exception& e) {
       error = e.what();
     }
@@ -138,7 +155,12 @@ std::string save_sharded(dist::ProcessGroup& group, const std::string& dir,
   for (const auto& [name, t] : shards)
     if (t.write) mine[name] = t.local;
   try {
-    if (!mine.empty()) save_safetensors(dir + "/" + shard_file_name(group.rank()), mine);
+    if (!mine.empty()) {  // with lesson 07's checksums in the file's metadata
+      SafetensorsFile file;
+      file.tensors = mine;
+      add_checksums(file);
+      save_safetensors(dir + "/" + shard_file_name(group.rank()), file.tensors, file.metadata);
+    }
   } catch (const std::exception& e) {
     error = e.what();
   }

@@ -2,9 +2,21 @@
 #include "mgpu/parallel/gpt/gpt_checkpoint.h"
 
 #include "mgpu/error.h"
+#include "mgpu/io/checksum.h"
+#include "mgpu/io/optimizer_state_check.h"
 
 namespace mgpu::parallel::gpt {
 namespace {
+
+// The index metadata's "step" (the optimizer steps done when it was saved), or -1 when it
+// has none that reads as a count (the program's resume check names that).
+std::int64_t saved_step(const io::Metadata& metadata) {
+  const auto it = metadata.find("step");
+  if (it == metadata.end() || it->second.empty() || it->second.size() > 18 ||
+      it->second.find_first_not_of("0123456789") != std::string::npos)
+    return -1;
+  return std::stoll(it->second);
+}
 
 bool ends_with(const std::string& s, const std::string& tail) {
   return s.size() >= tail.size() && s.compare(s.size() - tail.size(), tail.size(), tail) == 0;
@@ -67,6 +79,13 @@ LoadedCheckpoint load_checkpoint(const std::string& dir, ParallelGpt& model, opt
   std::map<std::string, Tensor> state;
   io::ShardedDict dict = checkpoint_dict(model, state, false);
   out.stats = io::load_sharded(dir, out.index, dict);
+  // Lesson 07's finite check, and what a checksum cannot see in AdamW's state (steps outside
+  // 1..the saved step, negative second moments), before the optimizer takes it.
+  const std::string source = "the sharded checkpoint " + dir;
+  io::TensorDict loaded;
+  for (const auto& [name, t] : dict) loaded[name] = t.local;
+  io::check_finite(loaded, "", source, false);
+  io::check_optimizer_state(state, saved_step(out.index.metadata), "optim.", source);
   optimizer.load_state(state);
   return out;
 }

@@ -1,5 +1,8 @@
 // The process grid's groups: every group of every axis created on every rank, in one order.
 #include <algorithm>
+#include <cstdint>
+#include <limits>
+#include <string>
 #include <sstream>
 
 #include "mgpu/dist/runtime.h"
@@ -97,11 +100,20 @@ std::vector<std::vector<int>> axis_groups(const GridShape& shape, Axis axis) {
 }
 
 void check_grid(const GridShape& shape, int world) {
-  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1 && shape.cp >= 1 &&
-                 shape.size() == world,
-             "the grid ", shape.str(), " holds ", shape.size(), " rank(s), but ", world,
-             " were started: ", shape.cp == 1 ? "DP x TP x PP" : "DP x CP x TP x PP",
-             " must equal the number of ranks (tools/mpirun -np ", shape.size(), ")");
+  const char* axes = shape.cp == 1 ? "DP x TP x PP" : "DP x CP x TP x PP";
+  MGPU_CHECK(shape.dp >= 1 && shape.tp >= 1 && shape.pp >= 1 && shape.cp >= 1, "the grid ",
+             shape.str(), ": every extent must be at least 1 (", axes, " ranks)");
+  // The product in 64 bits, saturated past an int: extents whose product overflows are
+  // refused as "more than", never as a wrapped count.
+  const std::int64_t most = std::numeric_limits<int>::max();
+  std::int64_t ranks = 1;
+  for (int extent : {shape.dp, shape.cp, shape.tp, shape.pp})
+    ranks = std::min<std::int64_t>(ranks * extent, most + 1);
+  MGPU_CHECK(ranks == world, "the grid ", shape.str(), " holds ",
+             ranks > most ? "more than " + std::to_string(most) : std::to_string(ranks),
+             " rank(s), but ", world, " were started: ", axes, " must equal the number of ranks",
+             ranks > most ? std::string(" (make the grid smaller)")
+                          : " (tools/mpirun -np " + std::to_string(ranks) + ")");
 }
 
 ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, const Device& device,
