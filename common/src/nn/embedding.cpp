@@ -12,26 +12,33 @@
 #include "mgpu/nn/init.h"
 #include "parallel_for.h"
 #ifdef MGPU_WITH_CUDA
-#include "nn/transformer_kernels_cuda.h"
+#include "nn/embedding_kernels_cuda.h"
 #endif
 
 namespace mgpu::nn {
 namespace {
 
-/// The ids as i64 on the host, each checked against [0, V): an id out of range is the
-/// classic bug of a wrong vocabulary, and must never read another row's memory.
-std::vector<std::int64_t> checked_ids(const Tensor& ids, std::int64_t V, const char* op) {
+/// The ids as i64 on the host (one read of the tensor's data).
+std::vector<std::int64_t> ids_on_host(const Tensor& ids, const char* op) {
+  check_defined(op, ids, "ids");
   MGPU_CHECK(ids.dtype() == DType::i64 || ids.dtype() == DType::i32, op, ": ids are ", ids.str(),
              "; they must be integers (i32 or i64)");
-  const std::vector<std::int64_t> v = ids.to_vector<std::int64_t>();
+  return ids.to_vector<std::int64_t>();
+}
+
+/// Each id checked against [0, V): an id out of range is the classic bug of a wrong
+/// vocabulary, and must never read another row's memory.
+void check_rows(const std::vector<std::int64_t>& v, const Shape& shape, std::int64_t V,
+                const char* op) {
+  MGPU_CHECK(static_cast<std::int64_t>(v.size()) == shape_numel(shape), op, ": ", v.size(),
+             " ids for the shape ", shape_str(shape));
   for (std::size_t n = 0; n < v.size(); ++n)
     MGPU_CHECK(v[n] >= 0 && v[n] < V, op, ": id ", v[n], " at position ", n,
                " is outside the table's rows [0, ", V, ") (is the vocabulary the model's?)");
-  return v;
 }
 
-Shape out_shape(const Tensor& ids, std::int64_t C) {
-  Shape s = ids.shape();
+Shape out_shape(const Shape& ids, std::int64_t C) {
+  Shape s = ids;
   s.push_back(C);
   return s;
 }
@@ -39,15 +46,18 @@ Shape out_shape(const Tensor& ids, std::int64_t C) {
 }  // namespace
 
 Tensor embedding(const Tensor& ids, const Tensor& weight) {
-  check_defined("embedding", ids, "ids");
+  return embedding(ids_on_host(ids, "embedding"), ids.shape(), weight);
+}
+
+Tensor embedding(const std::vector<std::int64_t>& ids, const Shape& shape, const Tensor& weight) {
   check_defined("embedding", weight, "weight");
   MGPU_CHECK(weight.ndim() == 2, "embedding: weight is ", weight.str(), "; it must be [V, C]");
   const std::int64_t V = weight.size(0), C = weight.size(1);
-  const std::vector<std::int64_t> rows = checked_ids(ids, V, "embedding");
-  Tensor out = Tensor::empty(out_shape(ids, C), weight.dtype(), weight.device());
-  if (rows.empty() || C == 0) return out;
+  check_rows(ids, shape, V, "embedding");
+  Tensor out = Tensor::empty(out_shape(shape, C), weight.dtype(), weight.device());
+  if (ids.empty() || C == 0) return out;
   if (weight.device().is_cuda()) {
-    const Tensor dev_ids = Tensor::from_vector(rows, {static_cast<std::int64_t>(rows.size())},
+    const Tensor dev_ids = Tensor::from_vector(ids, {static_cast<std::int64_t>(ids.size())},
                                                weight.device());
     MGPU_IF_CUDA(detail::embedding_cuda(dev_ids, weight, out, C));
     return out;
@@ -55,26 +65,31 @@ Tensor embedding(const Tensor& ids, const Tensor& weight) {
   const std::size_t row_bytes = static_cast<std::size_t>(C) * dtype_size(weight.dtype());
   const auto* w = static_cast<const unsigned char*>(weight.raw_data());
   auto* o = static_cast<unsigned char*>(out.raw_data());
-  for (std::size_t n = 0; n < rows.size(); ++n)
-    std::memcpy(o + n * row_bytes, w + static_cast<std::size_t>(rows[n]) * row_bytes, row_bytes);
+  for (std::size_t n = 0; n < ids.size(); ++n)
+    std::memcpy(o + n * row_bytes, w + static_cast<std::size_t>(ids[n]) * row_bytes, row_bytes);
   return out;
 }
 
 void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& grad_out) {
+  embedding_backward_(grad_weight, ids_on_host(ids, "embedding_backward_"), ids.shape(), grad_out);
+}
+
+void embedding_backward_(Tensor& grad_weight, const std::vector<std::int64_t>& ids,
+                         const Shape& shape, const Tensor& grad_out) {
   check_defined("embedding_backward_", grad_weight, "grad_weight");
   check_defined("embedding_backward_", grad_out, "grad_out");
   MGPU_CHECK(grad_weight.ndim() == 2, "embedding_backward_: grad_weight is ", grad_weight.str(),
              "; it must be [V, C]");
   const std::int64_t V = grad_weight.size(0), C = grad_weight.size(1);
-  MGPU_CHECK(grad_out.shape() == out_shape(ids, C) && grad_out.dtype() == grad_weight.dtype() &&
+  MGPU_CHECK(grad_out.shape() == out_shape(shape, C) && grad_out.dtype() == grad_weight.dtype() &&
                  grad_out.device() == grad_weight.device(),
-             "embedding_backward_: grad_out is ", grad_out.str(), " but ids ", ids.str(),
-             " and grad_weight ", grad_weight.str(), " need ", shape_str(out_shape(ids, C)),
+             "embedding_backward_: grad_out is ", grad_out.str(), " but ids ", shape_str(shape),
+             " and grad_weight ", grad_weight.str(), " need ", shape_str(out_shape(shape, C)),
              " in the weight's dtype on its device");
-  const std::vector<std::int64_t> rows = checked_ids(ids, V, "embedding_backward_");
-  if (rows.empty() || C == 0) return;
+  check_rows(ids, shape, V, "embedding_backward_");
+  if (ids.empty() || C == 0) return;
   if (grad_weight.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::embedding_backward_cuda(rows, grad_out, grad_weight, V, C));
+    MGPU_IF_CUDA(detail::embedding_backward_cuda(ids, grad_out, grad_weight, V, C));
     return;
   }
   mgpu::detail::dispatch_floating(grad_weight.dtype(), "embedding_backward_", [&](auto tag) {
@@ -83,9 +98,9 @@ void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& g
     T* gw = grad_weight.data<T>();
     // Columns are independent; each walks the positions in order (a fixed order of sums).
     mgpu::detail::parallel_for(0, C, 64, [&](std::int64_t c0, std::int64_t c1) {
-      for (std::size_t n = 0; n < rows.size(); ++n)
+      for (std::size_t n = 0; n < ids.size(); ++n)
         for (std::int64_t c = c0; c < c1; ++c) {
-          T& dst = gw[rows[n] * C + c];
+          T& dst = gw[ids[n] * C + c];
           dst = mgpu::detail::from_compute<T>(mgpu::detail::to_compute(dst) +
                                               mgpu::detail::to_compute(g[static_cast<std::int64_t>(n) * C + c]));
         }
@@ -111,15 +126,18 @@ std::string Embedding::describe() const {
 }
 
 Tensor Embedding::forward(const Tensor& ids) {
-  if (is_training()) saved_.push(describe(), ids);
-  return embedding(ids, weight().value);
+  // The ids come to the host once, for the range check; the backward reuses them.
+  std::vector<std::int64_t> rows = ids_on_host(ids, "embedding");
+  Tensor out = embedding(rows, ids.shape(), weight().value);
+  if (is_training()) saved_.push(describe(), {std::move(rows), ids.shape()});
+  return out;
 }
 
 Tensor Embedding::backward(const Tensor& grad_out) {
-  const Tensor ids = saved_.pop(describe());
+  const Saved ids = saved_.pop(describe());
   Parameter& w = weight();
   if (w.requires_grad()) {
-    embedding_backward_(w.grad, ids, grad_out);
+    embedding_backward_(w.grad, ids.rows, ids.shape, grad_out);
     w.notify_grad_ready();
   }
   return Tensor();

@@ -1,10 +1,9 @@
-// Private: the CUDA twins of the CPU loops in layernorm.cpp, gelu.cpp and embedding.cpp. Callers have
+// Private: the CUDA twins of the CPU loops in layernorm.cpp and gelu.cpp. Callers have
 // checked and allocated every operand; these only launch. Statistics and the gradients of
 // weight and bias are in the statistics dtype (f32, or f64 for f64 inputs).
 #pragma once
 
 #include <cstdint>
-#include <vector>
 
 #include "mgpu/tensor.h"
 
@@ -21,12 +20,5 @@ void layer_norm_backward_cuda(const Tensor& grad_out, const Tensor& x, const Ten
 
 void gelu_cuda(const Tensor& x, Tensor& y);
 void gelu_backward_cuda(const Tensor& grad_out, const Tensor& x, Tensor& grad_in);
-
-/// ids: [N] i64 on the device, already checked against [0, V); out: [N, C].
-void embedding_cuda(const Tensor& ids, const Tensor& weight, Tensor& out, std::int64_t C);
-/// ids: the N ids on the host, already checked against [0, V) (the positions are grouped
-/// by row there); grad_out: [N, C]; grad_weight: [V, C], added to.
-void embedding_backward_cuda(const std::vector<std::int64_t>& ids, const Tensor& grad_out,
-                             Tensor& grad_weight, std::int64_t V, std::int64_t C);
 
 }  // namespace mgpu::nn::detail

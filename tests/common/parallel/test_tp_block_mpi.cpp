@@ -16,6 +16,7 @@
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/tp/parallel_block.h"
+#include "mgpu/parallel/tp/vocab_parallel_embedding.h"
 #include "random_data.h"
 
 using namespace mgpu;

@@ -5,24 +5,41 @@
 #pragma once
 
 #include <cstdint>
+#include <vector>
 
 #include "mgpu/nn/layer.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::nn {
 
-/// out[..., :] = weight[ids[...], :]: ids any shape, i32 or i64, each in [0, V) (checked);
-/// weight [V, C]. Output [ids..., C] in weight's dtype on weight's device.
+/// out[..., :] = weight[ids[...], :]: ids any shape, i32 or i64, each in [0, V) (checked on
+/// the host: one read of the ids' data); weight [V, C]. Output [ids..., C] in weight's dtype
+/// on weight's device.
 Tensor embedding(const Tensor& ids, const Tensor& weight);
+/// The same for ids already on the host, of shape `shape` (checked there; no read of
+/// device data: on a GPU they are copied over once).
+Tensor embedding(const std::vector<std::int64_t>& ids, const Shape& shape, const Tensor& weight);
 /// grad_weight[ids[n], :] += grad_out[n, :] for every position n (grad_out [ids..., C]).
-/// A row picked twice gets both contributions. Sums in position order on the CPU and on
-/// CUDA (one thread per column walks the positions), so results never depend on timing.
+/// A row picked twice gets both contributions, added in a fixed order (position order on
+/// the CPU; on CUDA each row's positions in order, in segments whose sums are added in
+/// order), so results never depend on timing.
 void embedding_backward_(Tensor& grad_weight, const Tensor& ids, const Tensor& grad_out);
+/// The same for ids on the host, of shape `shape`.
+void embedding_backward_(Tensor& grad_weight, const std::vector<std::int64_t>& ids,
+                         const Shape& shape, const Tensor& grad_out);
+
+namespace detail {
+/// What an Embedding keeps of a training forward: its ids, on the host.
+struct EmbeddingSaved {
+  std::vector<std::int64_t> rows;
+  Shape shape;
+};
+}  // namespace detail
 
 /// nn.Embedding(num_embeddings, embedding_dim): parameter "weight" [V, C], drawn from
-/// N(0, 1) as PyTorch does. Input: ids (i32 or i64); output [ids..., C]. Keeps the ids for
-/// backward in training mode. The ids are integers, so backward returns no input gradient.
-class Embedding : public Layer<Embedding, Tensor> {
+/// N(0, 1) as PyTorch does. Input: ids (i32 or i64); output [ids..., C]. Keeps the ids (on
+/// the host, read once by the forward) for backward in training mode. The ids are integers, so backward returns no input gradient.
+class Embedding : public Layer<Embedding, detail::EmbeddingSaved> {
  public:
   /// A table of num_embeddings rows of embedding_dim values.
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
@@ -39,6 +56,7 @@ class Embedding : public Layer<Embedding, Tensor> {
   Parameter& weight() { return parameter_at(weight_); }
 
  private:
+  using Saved = detail::EmbeddingSaved;
   std::int64_t rows_, dim_;
   std::size_t weight_ = 0;
 };

@@ -6,8 +6,10 @@
 
 #include "mgpu/copy.h"
 #include "mgpu/error.h"
+#include "mgpu/nn/embedding.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/tp/parallel_block.h"
+#include "mgpu/parallel/tp/vocab_parallel_embedding.h"
 #include "parallel_gpt_impl.h"
 
 namespace mgpu::parallel::gpt {
@@ -210,7 +212,9 @@ Tensor ParallelGpt::Impl::embed(const Tensor& ids) {
   // columns already, so the window's T is T·CP).
   const std::vector<std::int64_t>& pos = positions_of(T * plan.shape.cp);
   Tensor x = wte->forward(ids);
-  const Tensor p_emb = wpe->forward(Tensor::from_vector(pos, {T}, ids.device()));
+  // The positions are known on the host: the table is read at them directly (no round trip
+  // of the ids through the device, and so no host read of them).
+  const Tensor p_emb = nn::embedding(pos, {T}, wpe->parameter("weight").value);
   Tensor flat = x.reshape({B, T * C});
   add_rowwise_(flat, p_emb.reshape({T * C}));
   if (plan.sequence_parallel) x = tp::scatter_sequence(x, tp_group());
@@ -220,7 +224,12 @@ Tensor ParallelGpt::Impl::embed(const Tensor& ids) {
 void ParallelGpt::Impl::embed_backward(const Tensor& grad) {
   const Tensor dx = plan.sequence_parallel ? tp::gather_sequence(grad, tp_group()) : grad;
   const std::int64_t B = dx.size(0), T = dx.size(1);
-  wpe->backward(sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
+  nn::Parameter& w = wpe->parameter("weight");
+  if (w.requires_grad()) {
+    nn::embedding_backward_(w.grad, positions_of(T * plan.shape.cp), {T},
+                            sum(dx.reshape({B, T * C}), 0).reshape({T, C}));
+    w.notify_grad_ready();
+  }
   wte->backward(dx);
 }
 

@@ -305,63 +305,6 @@ std::vector<std::string> ParallelBlock::replicated_parameter_names() {
   return out;
 }
 
-// ---- VocabParallelEmbedding --------------------------------------------------------------------
-
-VocabParallelEmbedding::VocabParallelEmbedding(nn::Module& full, dist::ProcessGroup& group)
-    : group_(&group) {
-  const Tensor& table = full.parameter("weight").value;
-  MGPU_CHECK(table.ndim() == 2, "VocabParallelEmbedding: the table is ", table.str());
-  vocab_ = table.size(0);
-  dim_ = table.size(1);
-  rows_ = shard_range(padded_vocab(vocab_, group.size()), group.size(), group.rank());
-  Tensor mine = Tensor::zeros({rows_.size(), dim_}, table.dtype(), table.device());
-  const std::int64_t real_end = std::min(rows_.end, vocab_);
-  if (real_end > rows_.begin) {
-    Tensor dst = mine.slice(0, real_end - rows_.begin);
-    copy_(dst, table.slice(rows_.begin, real_end));
-  }
-  register_parameter("weight", mine);
-}
-
-std::string VocabParallelEmbedding::describe() const {
-  std::ostringstream os;
-  os << "VocabParallelEmbedding(vocabulary " << vocab_ << ", rows [" << rows_.begin << ", "
-     << rows_.end << "), dim " << dim_ << ")";
-  return os.str();
-}
-
-Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
-  const std::vector<std::int64_t> tokens = ids.to_vector<std::int64_t>();
-  const Tensor& table = parameter_at(0).value;
-  Shape shape = ids.shape();
-  shape.push_back(dim_);
-  Tensor out = Tensor::zeros(shape, table.dtype(), table.device());
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const std::int64_t t = tokens[i];
-    MGPU_CHECK(t >= 0 && t < vocab_, describe(), ": token ", t, " outside the vocabulary");
-    if (t < rows_.begin || t >= rows_.end) continue;  // another rank's row: zeros here
-    Tensor dst = out.view(static_cast<std::int64_t>(i) * dim_, {dim_});
-    copy_(dst, table.view((t - rows_.begin) * dim_, {dim_}));
-  }
-  group_->all_reduce(out, dist::ReduceOp::sum).wait();  // exactly one rank wrote each row
-  if (is_training()) saved_.push(describe(), ids);
-  return out;
-}
-
-Tensor VocabParallelEmbedding::backward(const Tensor& grad_out) {
-  const Tensor ids = saved_.pop(describe());
-  const std::vector<std::int64_t> tokens = ids.to_vector<std::int64_t>();
-  Tensor& grad = parameter_at(0).grad;
-  for (std::size_t i = 0; i < tokens.size(); ++i) {
-    const std::int64_t t = tokens[i];
-    if (t < rows_.begin || t >= rows_.end) continue;
-    Tensor row = grad.view((t - rows_.begin) * dim_, {dim_});
-    add_(row, grad_out.view(static_cast<std::int64_t>(i) * dim_, {dim_}));
-  }
-  parameter_at(0).notify_grad_ready();  // final for this backward (a tied head adds first)
-  return Tensor();  // ids have no gradient
-}
-
 // all_reduce_replicated_grads (task 4, replicated_grads.cpp), padded_vocab and
 // vocab_parallel_cross_entropy (task 2, vocab_cross_entropy.cpp) are lesson 13's.
 

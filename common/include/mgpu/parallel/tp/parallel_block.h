@@ -215,31 +215,6 @@ Tensor reduce_scatter_sequence(const Tensor& x, dist::ProcessGroup& group);
 void all_reduce_replicated_grads(nn::Module& model, const std::vector<std::string>& names,
                                  dist::ProcessGroup& group);
 
-/// An embedding table split by vocabulary rows (Megatron's VocabParallelEmbedding): this
-/// rank holds rows `rows` of the table padded to padded_vocab(V, P) rows (the padding rows
-/// zero and never looked up), as parameter "weight" [V/P, C]. forward(ids [B, T]) looks up
-/// the tokens in its rows, writes zeros for the others, and sums the ranks' results with one
-/// all-reduce: [B, T, C], whole on every rank. backward(dy) adds dy's rows to the rows of
-/// the tokens it owns, then fires the table's grad-ready hooks; no communication (dy is
-/// whole on every rank). A head tied to the table (logits_r = h · weight^T, this rank's
-/// columns of the logits) adds its share to weight.grad before this backward.
-class VocabParallelEmbedding : public nn::Layer<VocabParallelEmbedding, Tensor> {
- public:
-  /// Cuts `full` (an nn::Embedding [V, C]) for rank group.rank() of group.size().
-  VocabParallelEmbedding(nn::Module& full, dist::ProcessGroup& group);
-  Tensor forward(const Tensor& ids) override;
-  Tensor backward(const Tensor& grad_out) override;
-  std::string describe() const override;
-  /// The rows [begin, end) of the padded vocabulary this rank holds.
-  ShardRange rows() const { return rows_; }
-  /// The unpadded vocabulary V.
-  std::int64_t vocab() const { return vocab_; }
-
- private:
-  dist::ProcessGroup* group_;
-  ShardRange rows_;
-  std::int64_t vocab_ = 0, dim_ = 0;
-};
 
 // ---- Task 2: the vocabulary-parallel cross-entropy (vocab_cross_entropy.cpp) ------------------
 
