@@ -32,7 +32,8 @@ std::string rank_list(const std::vector<int>& ranks) {
 }
 
 // "its last: broadcast #16 f32[4] root=0, completed; it is in dist::finalize()".
-std::string whereabouts(const RankProgress& p, int group) {
+// With `p2p`, also the send or receive it waits in.
+std::string whereabouts(const RankProgress& p, int group, bool p2p = true) {
   std::string text;
   const GroupProgress* g = p.on(group);
   if (!g || g->issued == 0) {
@@ -46,7 +47,19 @@ std::string whereabouts(const RankProgress& p, int group) {
   if (other && other->done < other->issued)
     text += "; its latest: " + describe_theirs(other->latest) + " on " +
             group_label(p.latest_group) + ", not completed";
+  if (p2p && p.p2p.seq > 0 && !p.p2p_done)
+    text += "; it waits in " + describe_theirs(p.p2p) + " on " + group_label(p.p2p.group);
   return text;
+}
+
+// A point-to-point peer's latest collective, on any group (its last one on the op's group
+// may be hundreds of ops old): "its latest collective: broadcast #8 f64[1] root=1 on group 2
+// (ranks 1, 3), completed".
+std::string latest_collective(const RankProgress& p) {
+  const GroupProgress* g = p.on(p.latest_group);
+  if (!g || g->issued == 0) return "it has issued no collective";
+  return "its latest collective: " + describe_theirs(g->latest) + " on " +
+         group_label(p.latest_group) + (g->done >= g->issued ? ", completed" : ", not completed");
 }
 
 // Whether rank `r`'s process is stopped or gone, read from /proc (Linux; ranks of this node):
@@ -68,8 +81,24 @@ std::string process_state(int r, const RankProgress& p) {
   return "";
 }
 
-// For a collective: which members have not reached it, and what each did instead.
-std::string who_is_behind(const OpSignature& sig) {
+// The ranks of this node, other than this one and those in `named`, whose process is stopped
+// or has exited: a rank that waits for a running peer may in truth wait for one of them,
+// further down a chain of waits. "" when there is none.
+std::string stopped_elsewhere(const std::vector<int>& named) {
+  std::string text;
+  for (int r = 0; r < world_size(); ++r) {
+    if (r == rank() || contains(named, r)) continue;
+    const RankProgress p = read_progress(r);
+    if (!p.readable) continue;
+    const std::string state = process_state(r, p);
+    if (!state.empty()) text += (text.empty() ? "" : "; ") + state;
+  }
+  return text.empty() ? "" : "the likely cause, further down the chain of waits: " + text;
+}
+
+// For a collective: which members have not reached it, and what each did instead. Adds to
+// `named` the ranks whose process state it gives.
+std::string who_is_behind(const OpSignature& sig, std::vector<int>& named) {
   if (sig.group >= kTrackedGroups)
     return group_label(sig.group) + " is not tracked (only the first " +
            std::to_string(kTrackedGroups) + " groups are)";
@@ -84,6 +113,7 @@ std::string who_is_behind(const OpSignature& sig) {
       unread.push_back(r);
     } else if (g->issued < sig.seq) {
       const std::string state = process_state(r, p);
+      if (!state.empty()) named.push_back(r);
       parts.push_back((state.empty() ? "rank " + std::to_string(r) : state + " and") +
                       " has not reached it (" + whereabouts(p, sig.group) + ")");
     } else if (g->issued == sig.seq && !same_op(g->latest, as_published(sig))) {
@@ -92,7 +122,10 @@ std::string who_is_behind(const OpSignature& sig) {
     } else {
       // It issued this one (or later ones): stuck inside it only if it cannot run.
       const std::string state = process_state(r, p);
-      if (!state.empty()) parts.push_back(state + " inside it");
+      if (!state.empty()) {
+        parts.push_back(state + " inside it");
+        named.push_back(r);
+      }
     }
   }
   if (parts.empty())
@@ -128,15 +161,22 @@ std::string tag_list(const std::vector<int>& tags) {
 // `mine` (group rank `me_in_group`): its last collective on the group, the point-to-point op
 // it waits in (or its last), and the tags the two sides use for each other. The usual bug
 // is a tag: a message sent with one that no receive posts, so a receive waits forever.
-std::string peer_state(int peer, int peer_in_group, int me_in_group, const OpSignature& mine) {
+std::string peer_state(int peer, int peer_in_group, int me_in_group, const OpSignature& mine,
+                       std::vector<int>& named) {
   RankProgress p = read_progress(peer);
   if (!p.readable) return "rank " + std::to_string(peer) + ", the peer, cannot be read from here";
   const std::string state = process_state(peer, p);
+  if (!state.empty()) named.push_back(peer);
   const std::string who = "rank " + std::to_string(peer);
-  std::string text = (state.empty() ? who : state) + ", the peer: " + whereabouts(p, mine.group);
+  std::string text = (state.empty() ? who : state) + ", the peer: " +
+                     (p.finalizing || p.latest_group == mine.group || p.latest_group < 0
+                          ? whereabouts(p, mine.group, false)
+                          : latest_collective(p));
   if (p.p2p.seq <= 0) return text + "; it has posted no send or receive";
   text += (p.p2p_done ? "; its last send or receive: " : "; it waits in ") + describe_theirs(p.p2p) +
           " on " + group_label(p.p2p.group) + (p.p2p_done ? ", completed" : "");
+  // A peer that cannot run sends nothing: its tags are not the reason.
+  if (!state.empty()) return text;
   // The tags each side uses for the other on this group.
   std::vector<int> i_receive, i_send, it_receives;
   for (const auto& m : messages_of(mine))
@@ -186,7 +226,7 @@ std::string peer_state(int peer, int peer_in_group, int me_in_group, const OpSig
 }
 
 // For a send, a receive or a batch of them: where each peer is.
-std::string where_are_peers(const OpSignature& sig) {
+std::string where_are_peers(const OpSignature& sig, std::vector<int>& named) {
   const std::vector<int> members = group_members(sig.group);
   const auto me = std::find(members.begin(), members.end(), rank());
   const int me_in_group = me == members.end() ? -1 : static_cast<int>(me - members.begin());
@@ -197,7 +237,7 @@ std::string where_are_peers(const OpSignature& sig) {
       peers.push_back(m.peer);
   std::string text;
   for (int q : peers)
-    text += (text.empty() ? "" : "; ") + peer_state(members[static_cast<std::size_t>(q)], q, me_in_group, sig);
+    text += (text.empty() ? "" : "; ") + peer_state(members[static_cast<std::size_t>(q)], q, me_in_group, sig, named);
   return text;
 }
 
@@ -213,7 +253,10 @@ std::string timeout_message(const OpSignature& sig, double timeout_s) {
   if (!missing.empty()) {
     detail = "the other ranks' progress cannot be read (" + missing + ")";
   } else if (sig.group >= 0) {
-    detail = sig.is_collective() ? who_is_behind(sig) : where_are_peers(sig);
+    std::vector<int> named;
+    detail = sig.is_collective() ? who_is_behind(sig, named) : where_are_peers(sig, named);
+    const std::string others = stopped_elsewhere(named);
+    if (!others.empty()) detail += (detail.empty() ? "" : "; ") + others;
   }
   if (!detail.empty()) os << "; " << detail;
   os << ". Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks' collectives; "
