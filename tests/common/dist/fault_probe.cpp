@@ -134,6 +134,9 @@ int main(int argc, char** argv) {
       } else if (mode[0] == 'k') {
         pg->all_reduce(t).wait();
       } else {
+        // Later on the ranks nearer the stopped one: rank 0 times out first, while its peer
+        // still waits.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500 * pg->rank()));
         pg->recv(t, pg->rank() + 1).wait();
       }
       dist::log_all("error: the ", mode[0] == 'k' ? "killed" : "stopped", " rank went unnoticed");
