@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <fstream>
 #include <sstream>
+#include <utility>
 #include <vector>
 
 #include "mgpu/dist/runtime.h"
@@ -70,28 +71,70 @@ std::string process_state(int r, const RankProgress& p) {
   const std::string who = "rank " + std::to_string(r) + " (process " + pid + ")";
   std::ifstream stat("/proc/" + pid + "/stat");
   std::string text;
-  if (!stat || !std::getline(stat, text)) return who + " has exited";
+  if (!stat || !std::getline(stat, text))
+    return who + (p.ending ? " has ended the job on its own timeout" : " has exited");
   const std::size_t paren = text.rfind(')');
   const char state = paren != std::string::npos && paren + 2 < text.size() ? text[paren + 2] : '?';
   if (state == 'T')
     return who + " is stopped (by SIGSTOP, SIGTSTP or Ctrl-Z; `kill -CONT " + pid +
            "` resumes it)";
   if (state == 't') return who + " is stopped by a debugger (tracing stop)";
-  if (state == 'Z' || state == 'X') return who + " has exited";
+  if (state == 'Z' || state == 'X')
+    return who + (p.ending ? " has ended the job on its own timeout" : " has exited");
+  return "";
+}
+
+// The rank to publish as the cause (mark_ending_job): of the ranks `named`, the first whose
+// process is stopped, else the first that has exited without ending the job itself.
+std::pair<int, bool> culprit_of(const std::vector<int>& named) {
+  int gone = -1;
+  for (int r : named) {
+    const RankProgress p = read_progress(r);
+    const std::string state = process_state(r, p);
+    if (state.find(" is stopped") != std::string::npos) return {r, true};
+    if (gone < 0 && state.find(" has exited") != std::string::npos) gone = r;
+  }
+  return {gone, false};
+}
+
+// A rank whose timeout fired first and is ending the job: what it found. Read by a rank
+// whose own timeout fires while the job ends, when mpirun has already resumed (SIGCONT) or
+// ended the rank that held everyone up. Sets `me_culprit` when that rank is this one.
+std::string ended_first(bool& me_culprit) {
+  for (int r = 0; r < world_size(); ++r) {
+    if (r == rank()) continue;
+    const RankProgress p = read_progress(r);
+    if (!p.readable || !p.ending) continue;
+    std::string text = "rank " + std::to_string(r) + " ended the job first, on its timeout";
+    if (p.culprit == rank()) {
+      me_culprit = true;
+      return text + ", having found this rank " +
+             (p.culprit_stopped ? "stopped (SIGSTOP); the job's end resumed it" : "gone");
+    }
+    if (p.culprit >= 0) {
+      const RankProgress c = read_progress(p.culprit);
+      text += ", having found rank " + std::to_string(p.culprit) +
+              (c.pid > 0 ? " (process " + std::to_string(c.pid) + ")" : "") +
+              (p.culprit_stopped ? " stopped (SIGSTOP)" : " gone");
+    }
+    return text;
+  }
   return "";
 }
 
 // The ranks of this node, other than this one and those in `named`, whose process is stopped
-// or has exited: a rank that waits for a running peer may in truth wait for one of them,
-// further down a chain of waits. "" when there is none.
-std::string stopped_elsewhere(const std::vector<int>& named) {
+// or has exited (added to `named`): a rank that waits for a running peer may in truth wait
+// for one of them, further down a chain of waits. "" when there is none.
+std::string stopped_elsewhere(std::vector<int>& named) {
   std::string text;
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank() || contains(named, r)) continue;
     const RankProgress p = read_progress(r);
     if (!p.readable) continue;
     const std::string state = process_state(r, p);
-    if (!state.empty()) text += (text.empty() ? "" : "; ") + state;
+    if (state.empty()) continue;
+    text += (text.empty() ? "" : "; ") + state;
+    named.push_back(r);
   }
   return text.empty() ? "" : "the likely cause, further down the chain of waits: " + text;
 }
@@ -250,14 +293,21 @@ std::string timeout_message(const OpSignature& sig, double timeout_s) {
   os << " did not complete within " << timeout_s << " s";
   std::string missing = progress_board_missing();
   std::string detail;
+  std::vector<int> named;
+  bool me_culprit = false;
+  const std::string first = missing.empty() ? ended_first(me_culprit) : "";
   if (!missing.empty()) {
     detail = "the other ranks' progress cannot be read (" + missing + ")";
+  } else if (me_culprit) {
+    detail = first;  // what this rank would read now is the job's end, not the cause
   } else if (sig.group >= 0) {
-    std::vector<int> named;
     detail = sig.is_collective() ? who_is_behind(sig, named) : where_are_peers(sig, named);
     const std::string others = stopped_elsewhere(named);
     if (!others.empty()) detail += (detail.empty() ? "" : "; ") + others;
+    if (!first.empty()) detail = first + "; " + detail;
   }
+  const auto [culprit, stopped] = culprit_of(named);
+  mark_ending_job(culprit, stopped);
   if (!detail.empty()) os << "; " << detail;
   os << ". Ending the job (MPI_Abort). MGPU_DIST_DEBUG=1 compares the ranks' collectives; "
      << "MGPU_DIST_TIMEOUT_S sets the limit.";
