@@ -109,13 +109,13 @@ std::string ended_first(bool& me_culprit) {
     if (p.culprit == rank()) {
       me_culprit = true;
       return text + ", having found this rank " +
-             (p.culprit_stopped ? "stopped (SIGSTOP); the job's end resumed it" : "gone");
+             (p.culprit_stopped ? "stopped; the job's end resumed it" : "gone");
     }
     if (p.culprit >= 0) {
       const RankProgress c = read_progress(p.culprit);
       text += ", having found rank " + std::to_string(p.culprit) +
               (c.pid > 0 ? " (process " + std::to_string(c.pid) + ")" : "") +
-              (p.culprit_stopped ? " stopped (SIGSTOP)" : " gone");
+              (p.culprit_stopped ? " stopped" : " gone");
     }
     return text;
   }
@@ -130,7 +130,7 @@ std::string stopped_elsewhere(std::vector<int>& named) {
   for (int r = 0; r < world_size(); ++r) {
     if (r == rank() || contains(named, r)) continue;
     const RankProgress p = read_progress(r);
-    if (!p.readable) continue;
+    if (!p.readable || p.ending) continue;  // a rank ending the job is a consequence
     const std::string state = process_state(r, p);
     if (state.empty()) continue;
     text += (text.empty() ? "" : "; ") + state;
