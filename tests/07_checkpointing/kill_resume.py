@@ -70,6 +70,23 @@ def scaler_line(out):
     return m.group(1).strip() if m else None
 
 
+def rank_processes(pid, program):
+    """The processes below `pid` that run `program`: mpirun's children, or its grandchildren
+    when `pid` is tools/mpirun (a script that runs mpirun)."""
+    want, found, todo = os.path.realpath(program), [], children(pid)
+    while todo:
+        p = todo.pop(0)
+        try:
+            exe = os.path.realpath(f"/proc/{p}/exe")
+        except OSError:
+            exe = ""
+        if exe == want:
+            found.append(p)
+        else:
+            todo += children(p)
+    return found
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--train", required=True)
@@ -112,7 +129,7 @@ def main():
         deadline = time.time() + args.time_limit
         while latest_step(folder) < args.kill_after and proc.poll() is None and time.time() < deadline:
             time.sleep(0.02)
-        ranks = [c for c in children(proc.pid)]
+        ranks = rank_processes(proc.pid, args.train)
         killed = False
         if proc.poll() is None and ranks:
             os.kill(ranks[0], signal.SIGKILL)  # one rank dies, as on a failed node

@@ -9,7 +9,8 @@
 
 namespace mgpu::dist::detail {
 
-/// The watchdog's message: `sig` did not complete within `timeout_s` on this rank.
+/// The watchdog's message: `sig` did not complete within `timeout_s` on this rank. Publishes
+/// that this rank ends the job, with the rank it names as stopped or gone (progress_board.h).
 std::string timeout_message(const OpSignature& sig, double timeout_s);
 
 /// Debug mode, while this rank waits for the other members at collective `sig`: a member

@@ -27,12 +27,15 @@ namespace {
 // messages of a batch (send, peer, tag, dtype, element count each). Then the last kSentKept
 // messages it sent, in a ring (group, peer, tag, dtype, element count each; kSentNext counts
 // them all): a send that has completed is gone from the ops in flight, but a receive that
-// waits for it with another tag needs its tag named.
+// waits for it with another tag needs its tag named. Last, whether the rank is ending the
+// job on a timeout and the rank its message named as stopped or gone (world rank + 1; 0:
+// none), which a rank whose own timeout fires later reads.
 constexpr int kFinalizing = 0, kLatestGroup = 1, kPid = 2, kP2pGroup = 3, kP2pSeq = 4,
               kP2pKind = 5, kP2pPeer = 6, kP2pTag = 7, kP2pDone = 8, kP2pCount = 9, kP2pMessages = 10,
               kP2pShown = 4, kP2pWords = 5, kSentNext = kP2pMessages + kP2pShown * kP2pWords,
               kSentFirst = kSentNext + 1, kSentKept = 8, kSentWords = 5,
-              kHeader = kSentFirst + kSentKept * kSentWords;
+              kEnding = kSentFirst + kSentKept * kSentWords, kCulprit = kEnding + 1,
+              kHeader = kCulprit + 1;
 // A slot: issued, done, kind, dtype, reduce, root, has_tensor, ndim, dims...
 constexpr int kIssued = 0, kDone = 1, kKind = 2, kDtype = 3, kReduce = 4, kRoot = 5,
               kHasTensor = 6, kNdim = 7, kDims = 8, kMaxDims = 4, kSlot = kDims + kMaxDims;
@@ -120,6 +123,9 @@ RankProgress decode(const std::vector<std::int64_t>& rec) {
   p.finalizing = rec[kFinalizing] != 0;
   p.latest_group = static_cast<int>(rec[kLatestGroup]);
   p.pid = rec[kPid];
+  p.ending = rec[kEnding] != 0;
+  p.culprit = static_cast<int>(rec[kCulprit] / 2) - 1;
+  p.culprit_stopped = rec[kCulprit] % 2 != 0;
   p.p2p.seq = rec[kP2pSeq];
   if (p.p2p.seq > 0) {
     p.p2p.group = static_cast<int>(rec[kP2pGroup]);
@@ -233,6 +239,15 @@ void mark_finalizing() {
   if (b.local.empty()) return;
   b.local[kFinalizing] = 1;
   publish(b, {{kFinalizing, 1}});
+}
+
+void mark_ending_job(int culprit, bool stopped) {
+  Board& b = board();
+  std::lock_guard<std::mutex> lock(b.mutex);
+  if (b.local.empty()) return;
+  b.local[kEnding] = 1;
+  b.local[kCulprit] = (culprit + 1) * 2 + (stopped ? 1 : 0);
+  publish(b, {{kEnding, 2}});
 }
 
 std::string progress_board_missing() {
@@ -363,7 +378,7 @@ void note_sent(const OpSignature& sig) {
     e[3] = static_cast<std::int64_t>(m.dtype);
     e[4] = m.numel;
   }
-  publish(b, {{kSentNext, kHeader - kSentNext}});
+  publish(b, {{kSentNext, kEnding - kSentNext}});
 }
 
 int compare_with_peers(const OpSignature& sig) {

@@ -35,6 +35,9 @@ struct RankProgress {
   bool finalizing = false;  ///< it has entered dist::finalize()
   int latest_group = -1;    ///< group of the latest collective it issued (-1: none)
   std::int64_t pid = 0;     ///< its process id (0: unknown)
+  bool ending = false;      ///< it is ending the job on a timeout (mark_ending_job)
+  int culprit = -1;         ///< the rank its timeout named as stopped or gone (-1: none)
+  bool culprit_stopped = false;  ///< that rank was stopped (else it had exited)
   std::vector<GroupProgress> groups;  ///< by group id; kTrackedGroups entries when readable
   /// Its oldest point-to-point op in flight (posted, not completed), or where none is the
   /// last one it posted: kind send, recv or batch_p2p, its group, peer and tag (a batch's
@@ -53,6 +56,10 @@ void start_progress_board(MPI_Comm node);
 void stop_progress_board();
 /// Published when this rank enters dist::finalize().
 void mark_finalizing();
+/// Published when this rank ends the job on a timeout: `culprit` is the rank its message
+/// named as stopped (`stopped`) or gone (-1: none), for the messages of ranks whose timeouts
+/// fire later, when the job's end may have resumed or killed that rank.
+void mark_ending_job(int culprit, bool stopped);
 /// Why there is no board ("" when there is one).
 std::string progress_board_missing();
 

@@ -3,9 +3,12 @@
 
 #include "mpi_include.h"
 
+#include <unistd.h>
+
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <fstream>
 #include <functional>
 #include <mutex>
 #include <string>
@@ -48,6 +51,16 @@ void finalize_mpi() {
   MPI_Finalize();
   if (std::chrono::steady_clock::now() - start >= kPmixAnswerWait - 100ms)
     std::this_thread::sleep_for(kExitDelay);
+}
+
+// tools/mpirun names a rank that a signal kills by its host and pid, which Open MPI 4.1 does
+// not report (its message says "PID 0"): each rank leaves them in the folder it is given.
+void note_pid_for_launcher(int rank) {
+  const char* dir = std::getenv("MGPU_LAUNCH_DIR");
+  if (!dir || !*dir) return;
+  char host[256] = {};
+  if (gethostname(host, sizeof host - 1) != 0) host[0] = '?';
+  std::ofstream(std::string(dir) + "/rank-" + std::to_string(rank)) << getpid() << " " << host << "\n";
 }
 
 }  // namespace
@@ -94,6 +107,7 @@ void init(int* argc, char*** argv) {
   MGPU_MPI_CHECK(MPI_Comm_set_errhandler(MPI_COMM_WORLD, MPI_ERRORS_RETURN));
   MGPU_MPI_CHECK(MPI_Comm_rank(MPI_COMM_WORLD, &s.rank));
   MGPU_MPI_CHECK(MPI_Comm_size(MPI_COMM_WORLD, &s.size));
+  note_pid_for_launcher(s.rank);
   // Ranks that can share memory are on the same node: that is how the local rank is found.
   MGPU_MPI_CHECK(MPI_Comm_split_type(MPI_COMM_WORLD, MPI_COMM_TYPE_SHARED, s.rank,
                                      MPI_INFO_NULL, &s.node_comm));

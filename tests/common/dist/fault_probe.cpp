@@ -14,6 +14,10 @@
 //   dist_fault_probe reduceop   the last rank all-reduces with max, the others with sum
 //   dist_fault_probe stop       the last rank issues all_reduce #2, then stops (SIGSTOP):
 //                               the others' timeout names it as stopped
+//   dist_fault_probe stopchain  rank r receives from rank r + 1 and the last rank stops
+//                               (SIGSTOP): rank 0, whose peer runs, names the stopped rank too
+//   dist_fault_probe kill       the last rank kills itself (SIGKILL) while the others wait in
+//                               all_reduce #2: tools/mpirun names it
 #include <chrono>
 #include <csignal>
 #include <cstring>
@@ -119,6 +123,25 @@ int main(int argc, char** argv) {
       dist::log_all("error: the stopped rank went unnoticed");
       return 0;
     }
+    if (std::strcmp(mode, "stopchain") == 0 || std::strcmp(mode, "kill") == 0) {
+      Tensor t = Tensor::from_vector(std::vector<float>(4, 1.0f), {4});
+      pg->barrier().wait();
+      if (last) {
+        dist::log_all(mode[0] == 'k' ? "killing myself (SIGKILL) on purpose"
+                                     : "stopping myself (SIGSTOP) on purpose");
+        std::raise(mode[0] == 'k' ? SIGKILL : SIGSTOP);
+        wait_for_abort();
+      } else if (mode[0] == 'k') {
+        pg->all_reduce(t).wait();
+      } else {
+        // Later on the ranks nearer the stopped one: rank 0 times out first, while its peer
+        // still waits.
+        std::this_thread::sleep_for(std::chrono::milliseconds(1500 * pg->rank()));
+        pg->recv(t, pg->rank() + 1).wait();
+      }
+      dist::log_all("error: the ", mode[0] == 'k' ? "killed" : "stopped", " rank went unnoticed");
+      return 0;
+    }
     if (std::strcmp(mode, "mismatch") == 0) {
       std::int64_t n = last ? 12 : 10;
       Tensor t = Tensor::from_vector(std::vector<float>(n, 1.0f), {n});
@@ -130,6 +153,6 @@ int main(int argc, char** argv) {
     dist::log_error(e.what());
     return 1;
   }
-  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|tag|mismatch|crossgroup|dtype|reduceop|stop");
+  dist::log_error("usage: dist_fault_probe skip|exit|elsewhere|subgroup|send|tag|mismatch|crossgroup|dtype|reduceop|stop|stopchain|kill");
   return 2;
 }
