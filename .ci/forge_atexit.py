@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
-"""Plants an exit-time forgery into every task fence of one lesson's exercise files (the
-exercise's own code stays: nothing works). Once the task's function has run, an atexit
+"""Plants an exit-time forgery into every task fence of one lesson's exercise files, whose
+MGPU_FAIL it takes out (nothing works, nothing throws: every check of a case runs). Once the task's function has run, an atexit
 handler rewrites what the tested process can reach after Catch2 closed its report: every
 case of the report marked passed, every checked equality of the record file made to agree
 with itself ("x == y" becomes "y == y"), then _Exit(0).
@@ -73,6 +73,8 @@ for path in sorted(folder.iterdir()):
     text = path.read_text()
     new = re.sub(r"^(\s*// TODO\(task\d+\) BEGIN[^\n]*\n)", lambda m: m.group(1) + FORGERY,
                  text, flags=re.M)
+    new = re.sub(r"(TODO\(task\d+\) BEGIN.*?)MGPU_FAIL\(.*?\);\n(.*?TODO\(task\d+\) END)",
+                 r"\1\2", new, flags=re.S)
     if new != text:
         path.write_text(new)
         planted += 1
