@@ -3,8 +3,10 @@
 // (`CHECK(a == b)`) under "== #k": the left side only, as Catch2 printed it ("3"), which a
 // case's tests write as the value the code under test produced. The expected side is never
 // written, so the record file holds nothing a forgery could copy into the other side; the
-// grader compares the left side with the reference build's on the same inputs. Included
-// only where Catch2's runner is compiled.
+// grader compares the left side with the reference build's on the same inputs. Each case
+// also records its outcome as the case ends ("outcome": "passed" or "failed"), so a case
+// whose code computes nothing to record still has a verdict in the file, written before
+// the process reaches its exit. Included only where Catch2's runner is compiled.
 #pragma once
 
 #include <catch2/catch.hpp>
@@ -43,6 +45,13 @@ class GradeRecordListener : public Catch::TestEventListenerBase {
       }
     }
     return TestEventListenerBase::assertionEnded(stats);
+  }
+
+  /// Records the case's outcome as it ends: "passed" when none of its checks failed.
+  void testCaseEnded(const Catch::TestCaseStats& stats) override {
+    if (!grade_record_path().empty())
+      record_text("outcome", stats.totals.assertions.allOk() ? "passed" : "failed", "text");
+    TestEventListenerBase::testCaseEnded(stats);
   }
 
  private:
