@@ -9,7 +9,8 @@ of ranks) and compares the two records itself: a case whose records are missing 
 from the reference's by more than the reference's tolerance fails, whatever the student's
 process reported. A checked equality is recorded by its left side alone (grade_listener.h),
 the value the code under test produced: the expected side is never in the file, so a process
-that rewrites its record file at exit has nothing to copy from. A case the reference records
+that rewrites its record file at exit has nothing to copy from. Each case records its
+outcome as it ends (key "outcome"), compared like any text. A case the reference records
 nothing for keeps its in-process verdict."""
 import math
 import os
