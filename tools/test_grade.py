@@ -1021,6 +1021,22 @@ class VerdictsTest(unittest.TestCase):
         self.assertIsNotNone(self.check([("c", "== #1", "approx", "1", "true")], ref))
         self.assertIsNotNone(self.check([("c", "== #1", "text", "1", "0.75")], ref))
 
+    def test_every_lesson_run_by_the_course_s_runners_is_checked(self):
+        # The runners (tests/support) record every case's outcome and equalities: a lesson
+        # whose own tests record nothing is checked all the same.
+        folder = tempfile.mkdtemp()
+        try:
+            os.makedirs(os.path.join(folder, "tests", "99_fake"))
+            source = os.path.join(folder, "tests", "99_fake", "test_fake.cpp")
+            with open(source, "w") as f:
+                f.write("TEST_CASE(\"x\") { CHECK(1 == 1); }\n")
+            self.assertFalse(verdicts.records_in_sources([source]))
+            os.makedirs(os.path.join(folder, "tests", "support"))
+            open(os.path.join(folder, "tests", "support", "grade_listener.h"), "w").close()
+            self.assertTrue(verdicts.records_in_sources([source]))
+        finally:
+            shutil.rmtree(folder)
+
     def test_rank_files_are_read_with_their_rank(self):
         folder = tempfile.mkdtemp()
         try:

@@ -38,10 +38,15 @@ RECORD_MARKS = (RECORD_ENV, "max_rel_diff", "grade_record.h")
 
 
 def records_in_sources(paths):
-    """Whether a test binary's sources record results (they name RECORD_ENV, call
-    max_rel_diff or include grade_record.h, or a header beside them does: the lesson's own
-    test folder is searched)."""
+    """Whether a test binary's sources record results: the course's test runners do for
+    every case (tests/support/grade_listener.h, found beside the lesson's test folder: each
+    checked equality's left side and each case's outcome); elsewhere, where they name
+    RECORD_ENV, call max_rel_diff or include grade_record.h, or a header beside them does
+    (the lesson's own test folder is searched)."""
     folders = {os.path.dirname(p) for p in paths}
+    if any(os.path.isfile(os.path.join(os.path.dirname(f), "support", "grade_listener.h"))
+           for f in folders):
+        return True
     for folder in folders:
         try:
             names = os.listdir(folder)
