@@ -178,14 +178,16 @@ TEST_CASE("task2: a T that does not split evenly is refused with one clear error
 // ---- task 3: the ring's forward ----------------------------------------------------------------
 
 TEST_CASE("task3: ring attention's output equals full attention's rows at 1e-12, causal or "
-          "not, plain or zigzag", "[14_context_parallel][task3][points:4]") {
-  dist::ProcessGroup& g = group();
+          "not, plain or zigzag, by the ring (no collective)", "[14_context_parallel][task3][points:4]") {
   for (bool causal : {false, true})
     for (cp::Split split : kSplits) {
       INFO("causal " << causal << ", " << cp::split_name(split));
+      SendLog g(group());
       const RankCase c = rank_case(causal, split, g.size(), g.rank());
       const cp::CpForward f = cp::ring_attention_forward(c.q, c.k, c.v, split, causal, g);
       check_against_full(c, f.out, nullptr);
+      // The all-gather baseline gives the same output with collectives: not the ring.
+      CHECK(g.collectives == 0);
       CHECK(all_ranks(true));
     }
 }
@@ -215,16 +217,19 @@ TEST_CASE("task3: the forward sends K and V to rank r+1, P-1 times each (2(P-1) 
 // ---- task 4: the ring's backward ---------------------------------------------------------------
 
 TEST_CASE("task4: ring attention's dq, dk, dv equal full attention's rows at 1e-12, causal or "
-          "not, plain or zigzag (and so does the all-gather baseline)", "[14_context_parallel][task4][points:4]") {
+          "not, plain or zigzag, by the ring (no collective; the all-gather baseline gives the "
+          "same with collectives)", "[14_context_parallel][task4][points:4]") {
   dist::ProcessGroup& g = group();
   for (bool causal : {false, true})
     for (cp::Split split : kSplits) {
       INFO("causal " << causal << ", " << cp::split_name(split));
       const RankCase c = rank_case(causal, split, g.size(), g.rank());
       const cp::CpForward f = cp::ring_attention_forward(c.q, c.k, c.v, split, causal, g);
+      SendLog ring(g);
       const nn::AttentionGrads grads =
-          cp::ring_attention_backward(c.dy, c.q, c.k, c.v, f, split, causal, g);
+          cp::ring_attention_backward(c.dy, c.q, c.k, c.v, f, split, causal, ring);
       check_against_full(c, f.out, &grads);
+      CHECK(ring.collectives == 0);
       // The library's all-gather baseline (2 all-gathers, then 2 more and 2 reduce-scatters)
       // gives the same.
       SendLog log(g);

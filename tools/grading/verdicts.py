@@ -7,7 +7,11 @@ Grading a submission, the grader runs the student's binary and the reference bui
 binary on the same inputs (the same --rng-seed, drawn for each grade, and the same number
 of ranks) and compares the two records itself: a case whose records are missing or differ
 from the reference's by more than the reference's tolerance fails, whatever the student's
-process reported. A case the reference records nothing for keeps its in-process verdict."""
+process reported. A checked equality is recorded by its left side alone (grade_listener.h),
+the value the code under test produced: the expected side is never in the file, so a process
+that rewrites its record file at exit has nothing to copy from. Each case records its
+outcome as it ends (key "outcome"), compared like any text. A case the reference records
+nothing for keeps its in-process verdict."""
 import math
 import os
 import re
@@ -16,38 +20,33 @@ RECORD_ENV = "MGPU_GRADE_RECORD"
 RECORD_LIMIT = 64 << 20   # characters of a record file read: a larger one is cut
 
 
-# A recorded text (a checked equality) with a fractional number, a path or an address may
-# differ between two correct programs: the reference's is not compared.
-UNSTABLE_TEXT = re.compile(r"\d\.\d|\d[eE][-+]?\d|\b(?:inf|nan)\b|/|0x[0-9a-fA-F]", re.I)
+# A recorded text (the left side of a checked equality) with a fractional number may differ
+# in its last digits between two correct programs: its numbers are compared as Approx's are
+# (below), the rest of it exactly. One with a path or an address is not compared.
+FRACTIONAL = re.compile(r"\d\.\d|\d[eE][-+]?\d|\b(?:inf|nan)\b", re.I)
+UNSTABLE_TEXT = re.compile(r"/|0x[0-9a-fA-F]")
+NUMBER = re.compile(r"([-+]?(?:\d+\.?\d*|\.\d+)(?:[eE][-+]?\d+)?|\b(?:inf|nan)\b)", re.I)
 TEXT = ("text", None)
-# A checked `x == Approx(y)`: x is compared as a number with y of the reference, within
-# the loosest tolerance a course test gives Approx (margin 0.05, epsilon 0.1): the test
-# itself holds x that close to y in the tested process; outside it, x must be a number the
-# code computed near the reference's.
-APPROX = re.compile(r"^\s*(\S+) == Approx\( (\S+) \)\s*$|^\s*Approx\( (\S+) \) == (\S+)\s*$")
+# The left side x of a checked `x == Approx(y)`: compared as a number with the reference's x,
+# within the loosest tolerance a course test gives Approx (margin 0.05, epsilon 0.1).
+APPROX = ("approx", None)
 APPROX_MARGIN, APPROX_EPSILON = 0.05, 0.1
-
-
-def _approx(text):
-    """(x, y) of a checked `x == Approx(y)`'s text, else None."""
-    m = APPROX.match(text or "")
-    if not m:
-        return None
-    x, y = (m.group(1), m.group(2)) if m.group(1) is not None else (m.group(4), m.group(3))
-    try:
-        return float(x), float(y)
-    except ValueError:
-        return None
+TEXT_KINDS = {"text": TEXT, "approx": APPROX}
 
 # Words in a lesson's test sources that mean its cases record results.
 RECORD_MARKS = (RECORD_ENV, "max_rel_diff", "grade_record.h")
 
 
 def records_in_sources(paths):
-    """Whether a test binary's sources record results (they name RECORD_ENV, call
-    max_rel_diff or include grade_record.h, or a header beside them does: the lesson's own
-    test folder is searched)."""
+    """Whether a test binary's sources record results: the course's test runners do for
+    every case (tests/support/grade_listener.h, found beside the lesson's test folder: each
+    checked equality's left side and each case's outcome); elsewhere, where they name
+    RECORD_ENV, call max_rel_diff or include grade_record.h, or a header beside them does
+    (the lesson's own test folder is searched)."""
     folders = {os.path.dirname(p) for p in paths}
+    if any(os.path.isfile(os.path.join(os.path.dirname(f), "support", "grade_listener.h"))
+           for f in folders):
+        return True
     for folder in folders:
         try:
             names = os.listdir(folder)
@@ -68,7 +67,7 @@ def records_in_sources(paths):
 def read_records(path, prefix=""):
     """{case: {prefix + key: [(tolerance, n, [values])]}} of a record file ({} when there is
     none, or it is not a regular file); tolerance: (atol, relative), or TEXT (values: the
-    text of a checked equality)."""
+    text of a checked equality's left side), or APPROX (the same, compared as a number)."""
     out = {}
     if not os.path.isfile(path) or os.path.islink(path):
         return out
@@ -82,8 +81,8 @@ def read_records(path, prefix=""):
         if len(parts) != 5:
             continue
         case, key, tol, n, values = parts
-        if tol == "text":   # a checked equality as Catch2 printed it, matched exactly
-            out.setdefault(case, {}).setdefault(prefix + key, []).append((TEXT, 1, values))
+        if tol in TEXT_KINDS:   # a checked equality's left side as Catch2 printed it
+            out.setdefault(case, {}).setdefault(prefix + key, []).append((TEXT_KINDS[tol], 1, values))
             continue
         try:
             rel = tol.startswith("rel:")
@@ -119,13 +118,13 @@ def differs(theirs, reference):
             return (f"it recorded no result for '{key}'" if not got else
                     f"it recorded '{key}' {len(got)} time(s), the reference {len(wanted)}")
         for (tol, n, want), (their_tol, their_n, values) in zip(wanted, got):
-            if tol == TEXT:
-                why = _text_differs(values if their_tol == TEXT else None, want)
+            if tol in (TEXT, APPROX):
+                why = _text_differs(values if their_tol == tol else None, want, tol == APPROX)
                 if why:
                     return f"'{key}': {why}"
                 continue
             atol, rel = tol
-            if their_tol == TEXT or their_n != n or len(values) != len(want):
+            if their_tol in (TEXT, APPROX) or their_n != n or len(values) != len(want):
                 return f"'{key}': {their_n} element(s) recorded, the reference has {n}"
             for i, (v, w) in enumerate(zip(values, want)):
                 bound = atol * (abs(w) + 1) if rel else atol
@@ -145,34 +144,42 @@ def sci(x):
     return f"{mantissa.rstrip('0').rstrip('.')}e{exponent}"
 
 
-def _sides(text):
-    """(left, right) of a checked equality's text with one " == ", else None."""
-    parts = text.split(" == ")
-    return tuple(parts) if len(parts) == 2 else None
+def _number(text):
+    try:
+        return float(text)
+    except (TypeError, ValueError):
+        return None
 
 
-def _text_differs(theirs, want):
-    """None when a checked equality's text (theirs; None: not a text) matches the
-    reference's (want), else why. Where the side the code under test did not produce
-    differs from the reference's too, both sides depend on the run (timings, memory): not
-    compared. So: `x == Approx(y)` fails when x is farther from the reference's y than the
-    loosest Approx tolerance and y is the reference's; another text fails when exactly one
-    side differs from the reference's (or, without two sides, when it differs at all)."""
-    approx = _approx(want)
+def _near(mine, w):
+    """Whether the number mine is w within the loosest Approx tolerance."""
+    return mine is not None and math.isfinite(mine) == math.isfinite(w) and \
+        (mine == w or abs(mine - w) <= max(APPROX_MARGIN, APPROX_EPSILON * abs(w)))
+
+
+def _numbers_near(theirs, want):
+    """Whether two texts are the same but for numbers, each near the reference's."""
+    a, b = NUMBER.split(theirs), NUMBER.split(want)
+    return len(a) == len(b) and a[0::2] == b[0::2] and \
+        all(_near(_number(x), _number(y)) or x.lower() == y.lower() for x, y in zip(a[1::2], b[1::2]))
+
+
+def _text_differs(theirs, want, approx):
+    """None when a checked equality's left side (theirs; None: not recorded as one) matches
+    the reference's (want), else why: as a number within the loosest Approx tolerance where
+    the check was `x == Approx(y)`; else exactly, or, where the reference's has a fractional
+    number, the same text with its numbers that near; a text with a path or an address is
+    not compared (UNSTABLE_TEXT)."""
     if approx:
-        _, y = approx
-        mine = _approx(theirs)
-        near = lambda a: math.isfinite(a) == math.isfinite(y) and \
-            (a == y or abs(a - y) <= max(APPROX_MARGIN, APPROX_EPSILON * abs(y)))
-        if mine is None or (near(mine[1]) and not near(mine[0])):
-            return f"{_cut(theirs or 'a number')}, where the reference checks {_cut(want)}"
+        w = _number(want)
+        if w is None or _near(_number(theirs), w):
+            return None
+        return f"{_cut(theirs or 'nothing')}, where the reference computes {_cut(want)}"
+    if theirs == want or UNSTABLE_TEXT.search(want):
         return None
-    if UNSTABLE_TEXT.search(want) or theirs == want:
+    if theirs is not None and FRACTIONAL.search(want) and _numbers_near(theirs, want):
         return None
-    mine, ref = _sides(theirs or ""), _sides(want)
-    if mine and ref and mine[0] != ref[0] and mine[1] != ref[1]:
-        return None
-    return f"{_cut(theirs or 'a number')}, where the reference has {_cut(want)}"
+    return f"{_cut(theirs or 'nothing')}, where the reference has {_cut(want)}"
 
 
 def _cut(text, n=120):
