@@ -10,7 +10,7 @@
 ///       Tensor backward(const Tensor& grad_out) override;  // x = saved_.pop("ReLU")
 ///       std::string describe() const override;
 ///     };
-///     class Block : public Layer<Block> { ... };       // keeps nothing itself (its children do)
+///     class MLP : public Layer<MLP> { ... };           // keeps nothing itself (its children do)
 ///     class ColumnParallelLinear : public Layer<ColumnParallelLinear, void, Linear> { ... };
 ///
 /// clone() is a deep copy (Module's copy constructor: parameters, buffers and children
