@@ -35,8 +35,9 @@ struct GptProgramFlags {
   DType value_dtype() const { return dtype == "f64" ? DType::f64 : DType::f32; }
 };
 
-/// The largest --batch-size and --seq the GPT programs take (a step's tokens fit in memory).
+/// The largest --batch-size the GPT programs take (a step's tokens fit in memory).
 inline constexpr std::int64_t kMaxGptBatch = 1 << 16;
+/// The largest --seq the GPT programs take.
 inline constexpr std::int64_t kMaxGptSeq = 1 << 16;
 /// The largest extent of one grid dimension (--dp, --tp, --pp, --cp, --virtual, --micro).
 inline constexpr std::int64_t kMaxGridExtent = 1 << 16;

@@ -27,14 +27,16 @@ namespace mgpu::io {
 /// The metadata key prefix of the checksums: "checksum." + tensor name.
 inline constexpr const char* kChecksumPrefix = "checksum.";
 
-/// FNV-1a 64's offset basis and prime.
+/// FNV-1a 64's offset basis.
 inline constexpr std::uint64_t kFnv1aOffsetBasis = 14695981039346656037ull;
+/// FNV-1a 64's prime.
 inline constexpr std::uint64_t kFnv1aPrime = 1099511628211ull;
 /// The offset basis of the files written before "checksum_algorithm" (not FNV's: a digit
 /// short); such files are still verified with it.
 inline constexpr std::uint64_t kLegacyChecksumBasis = 1469598103934665603ull;
-/// The metadata key naming the checksums' algorithm, and its value.
+/// The metadata key naming the checksums' algorithm.
 inline constexpr const char* kChecksumAlgorithmKey = "checksum_algorithm";
+/// Its value in the files written now.
 inline constexpr const char* kChecksumAlgorithm = "fnv1a64";
 
 /// FNV-1a 64 of `n` bytes, continuing from `h` (the offset basis for a fresh hash).

@@ -25,14 +25,10 @@
 
 namespace mgpu::nn {
 
-/// A layer `Self` that keeps a `Saved` per forward in training mode (see above); `Base` is
-/// Module, or the layer `Self` extends.
-template <typename Self, typename Saved = void, typename Base = Module>
-class Layer;
-
-/// A layer that keeps no forward context of its own: clone() only.
+namespace detail {
+/// What every Layer has: clone() of `Self`, on top of `Base`.
 template <typename Self, typename Base>
-class Layer<Self, void, Base> : public Base {
+class LayerClone : public Base {
  public:
   /// A copy of this layer (parameters, buffers and children copied) with nothing saved.
   std::shared_ptr<Module> clone() const override {
@@ -43,20 +39,32 @@ class Layer<Self, void, Base> : public Base {
 
  protected:
   using Base::Base;
-  Layer() = default;
+  LayerClone() = default;
 };
+}  // namespace detail
 
-/// A layer that keeps one `Saved` per forward in training mode, in saved_.
-template <typename Self, typename Saved, typename Base>
-class Layer : public Layer<Self, void, Base> {
+/// A layer `Self` that keeps one `Saved` per forward in training mode, in saved_ (see
+/// above); `Base` is Module, or the layer `Self` extends.
+template <typename Self, typename Saved = void, typename Base = Module>
+class Layer : public detail::LayerClone<Self, Base> {
  protected:
-  using Layer<Self, void, Base>::Layer;
+  using detail::LayerClone<Self, Base>::LayerClone;
   Layer() = default;
+  /// Drops every saved forward context (Module's hook).
   void clear_saved_self() override { saved_.clear(); }
+  /// How many forward contexts are saved (Module's hook).
   std::size_t saved_self() const override { return saved_.size(); }
 
   /// The forward contexts, newest last, each under its ContextScope id.
   SavedContexts<Saved> saved_;
+};
+
+/// A layer that keeps no forward context of its own: clone() only.
+template <typename Self, typename Base>
+class Layer<Self, void, Base> : public detail::LayerClone<Self, Base> {
+ protected:
+  using detail::LayerClone<Self, Base>::LayerClone;
+  Layer() = default;
 };
 
 }  // namespace mgpu::nn

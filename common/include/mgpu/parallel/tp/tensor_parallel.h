@@ -82,6 +82,7 @@ class TensorParallelRegion : public nn::Layer<Self> {
   dist::ProcessGroup& group() const { return *group_; }
 
  protected:
+  /// f or g over `group`.
   explicit TensorParallelRegion(dist::ProcessGroup& group) : group_(&group) {}
 
  private:
