@@ -1,12 +1,12 @@
 // The GPT programs' shared flags, corpus, unsplit model and --check (see gpt_program.h).
 #include "mgpu/app/gpt_program.h"
 
-#include "mgpu/app/flags.h"
-
 #include <algorithm>
 #include <cmath>
 #include <cstdio>
 
+#include "mgpu/app/flags.h"
+#include "mgpu/dist/log.h"
 #include "mgpu/dist/process_group.h"
 #include "mgpu/dist/runtime.h"
 #include "mgpu/nn/init.h"
@@ -38,10 +38,8 @@ GptPlace place_gpt_ranks(const GptProgramFlags& f) {
   place.device = dist::rank_device(f.device);
   const dist::BackendChoice choice = dist::choose_backend(f.backend, place.device);
   place.backend = choice.backend;
-  if (dist::rank() == 0)
-    std::printf("mgpu::dist: backend %s (%s); %d rank(s) on %s\n", choice.backend.c_str(),
-                choice.reason.c_str(), dist::world_size(),
-                place.device.is_cuda() ? "the GPU of each local rank" : "the CPU");
+  dist::log0("mgpu::dist: backend ", choice.backend, " (", choice.reason, "); ", dist::world_size(),
+             " rank(s) on ", place.device.is_cuda() ? "the GPU of each local rank" : "the CPU");
   return place;
 }
 
