@@ -84,7 +84,7 @@ int train(const Flags& f) {
     // Step 3) replica d reads batch s·D + d: D batches per step, as one process reading them
     // all. Forward, task 2's loss, backward (DDP's buckets during it), AdamW.
     const data::TextBatch batch = at.batch(loader, s * D + g.coords().dp);
-    const gpt::StepReport rep = model.train_step(batch.inputs, batch.targets);
+    const gpt::StepReport rep = model.train_step(batch);
     loss = rep.loss;
     optimizer.step();
     check.step(loader, s * D, D, loss);  // the unsplit model on all D batches

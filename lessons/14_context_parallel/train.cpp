@@ -80,7 +80,7 @@ int train(const Flags& f) {
     // Step 3) replica d reads batch s·D + d; each rank trains on its own positions of it.
     const data::TextBatch batch = at.batch(loader, s * D + g.coords().dp);
     const double t0 = app::now_s();
-    const gpt::StepReport rep = model.train_step(batch.inputs, batch.targets);
+    const gpt::StepReport rep = model.train_step(batch);
     loss = rep.loss;
     optimizer.step();
     const double dt = app::now_s() - t0;

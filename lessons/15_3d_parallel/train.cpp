@@ -95,8 +95,7 @@ int train(const Flags& f) {
     const data::TextBatch batch = at.batch(loader, s);
     const auto started = std::chrono::steady_clock::now();
     const std::int64_t r0 = g.coords().dp * rows;
-    const gpt::StepReport rep = model.train_step(batch.inputs.slice(r0, r0 + rows).clone(),
-                                                 batch.targets.slice(r0, r0 + rows).clone());
+    const gpt::StepReport rep = model.train_step(batch.rows(r0, r0 + rows));
     loss = rep.loss;
     optimizer.step();
     const double step_ms =

@@ -110,12 +110,24 @@ Tensor softmax(const Tensor& x, bool causal = false);
 Tensor softmax_backward(const Tensor& grad_out, const Tensor& y);
 
 // ---- loss -----------------------------------------------------------------------------
+/// Who checks softmax_cross_entropy's labels against [0, C).
+enum class LabelCheck {
+  /// The op. On CUDA the kernel raises a flag that the host reads back: a wait for the
+  /// kernel, counted as a host read (host_reads.h).
+  here,
+  /// The caller has, where the labels came from (a batch the host holds): on CUDA no wait.
+  /// A label out of range then makes its row's loss NaN, never a read outside the logits. On
+  /// the CPU the labels are checked either way (they are host memory: no wait).
+  by_caller,
+};
 /// Fused, numerically stable softmax + cross-entropy over the last axis.
 /// logits [N, C] (float dtype), labels [N] (i32 or i64, each in [0, C)).
 /// Returns the mean loss over N as a {} tensor (f32, or f64 for f64 logits) and writes the
 /// softmax probabilities into *probs (same dtype as logits) when probs is non-null.
-/// An out-of-range label throws (checked on the host for CPU tensors, by a flag on CUDA).
-Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* probs = nullptr);
+/// An out-of-range label throws (checked on the host for CPU tensors, by a flag on CUDA:
+/// see LabelCheck).
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* probs = nullptr,
+                             LabelCheck check = LabelCheck::here);
 /// d(mean loss)/d(logits) = (probs - onehot(labels)) * grad_scale / N.
 Tensor softmax_cross_entropy_backward(const Tensor& probs, const Tensor& labels,
                                       double grad_scale = 1.0);

@@ -133,6 +133,20 @@ TextLoader::TextLoader(const std::vector<std::int32_t>& tokens, std::int64_t bat
              "text");
 }
 
+TextBatch TextBatch::rows(std::int64_t b0, std::int64_t b1) const {
+  MGPU_CHECK(inputs.ndim() == 2 && 0 <= b0 && b0 <= b1 && b1 <= inputs.size(0), "TextBatch::rows(",
+             b0, ", ", b1, ") of inputs ", inputs.str());
+  TextBatch out{inputs.slice(b0, b1).clone(), targets.slice(b0, b1).clone(), {}, {}};
+  const std::int64_t T = inputs.size(1);
+  auto host_rows = [&](const std::vector<std::int64_t>& ids) {
+    if (static_cast<std::int64_t>(ids.size()) != inputs.numel()) return std::vector<std::int64_t>{};
+    return std::vector<std::int64_t>(ids.begin() + b0 * T, ids.begin() + b1 * T);
+  };
+  out.input_ids = host_rows(input_ids);
+  out.target_ids = host_rows(target_ids);
+  return out;
+}
+
 TextBatch TextLoader::batch(std::int64_t k) const {
   MGPU_CHECK(k >= 0, "TextLoader::batch: batch number ", k, " is negative");
   const std::vector<std::int32_t>& tokens = *tokens_;
@@ -151,8 +165,9 @@ TextBatch TextLoader::batch(std::int64_t k) const {
       out[static_cast<std::size_t>(b * context_ + t)] = tokens[start + static_cast<std::size_t>(t) + 1];
     }
   }
-  return {Tensor::from_vector(in, {batch_, context_}, device_),
-          Tensor::from_vector(out, {batch_, context_}, device_)};
+  TextBatch batch{Tensor::from_vector(in, {batch_, context_}, device_),
+                  Tensor::from_vector(out, {batch_, context_}, device_), std::move(in), std::move(out)};
+  return batch;
 }
 
 }  // namespace mgpu::data

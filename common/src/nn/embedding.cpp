@@ -125,11 +125,14 @@ std::string Embedding::describe() const {
   return os.str();
 }
 
-Tensor Embedding::forward(const Tensor& ids) {
+Tensor TokenTable::forward(const Tensor& ids) {
   // The ids come to the host once, for the range check; the backward reuses them.
-  std::vector<std::int64_t> rows = ids_on_host(ids, "embedding");
-  Tensor out = embedding(rows, ids.shape(), weight().value);
-  if (is_training()) saved_.push(describe(), {std::move(rows), ids.shape()});
+  return lookup(ids_on_host(ids, describe().c_str()), ids.shape());
+}
+
+Tensor Embedding::lookup(std::vector<std::int64_t> ids, const Shape& shape) {
+  Tensor out = embedding(ids, shape, weight().value);
+  if (is_training()) saved_.push(describe(), {std::move(ids), shape});
   return out;
 }
 

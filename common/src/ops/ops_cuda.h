@@ -56,7 +56,7 @@ void gemm_cuda(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool t
 /// if probs is non-null, probs <- softmax(logits). Throws after the kernel if a label was
 /// out of range (this waits for the stream).
 void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logits,
-                            const Tensor& labels);
+                            const Tensor& labels, bool check_labels);
 /// grad <- (probs - onehot(labels)) * scale.
 void softmax_xent_backward_cuda(Tensor& grad, const Tensor& probs, const Tensor& labels,
                                 double scale);

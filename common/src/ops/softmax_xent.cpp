@@ -39,7 +39,8 @@ std::int64_t label_at(const char* op, const Tensor& labels, std::int64_t r, std:
 
 }  // namespace
 
-Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* probs) {
+Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor* probs,
+                             LabelCheck check) {
   const char* op = "softmax_cross_entropy";
   check_labels(op, "logits", logits, labels);
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
@@ -54,7 +55,7 @@ Tensor softmax_cross_entropy(const Tensor& logits, const Tensor& labels, Tensor*
     }
     // Per-row losses from one fused kernel, then their mean with the reduction kernels.
     Tensor row_loss = Tensor::empty({rows}, loss_dtype, logits.device());
-    MGPU_IF_CUDA(detail::softmax_xent_rows_cuda(row_loss, probs, logits, labels));
+    MGPU_IF_CUDA(detail::softmax_xent_rows_cuda(row_loss, probs, logits, labels, check == LabelCheck::here));
     return mean(row_loss);
   }
 

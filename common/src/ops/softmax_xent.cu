@@ -4,6 +4,7 @@
 #include <cmath>
 
 #include "cuda_util.cuh"
+#include "mgpu/host_reads.h"
 #include "ops_cuda.h"
 
 namespace mgpu::detail {
@@ -55,7 +56,7 @@ __global__ void softmax_xent_kernel(const T* logits, const L* labels, std::int64
 }
 
 void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logits,
-                            const Tensor& labels) {
+                            const Tensor& labels, bool check_labels) {
   const std::int64_t rows = logits.size(0), classes = logits.size(1);
   MGPU_CHECK(rows <= 2147483647, "softmax_cross_entropy: too many rows for one launch: ",
              logits.str());
@@ -82,7 +83,9 @@ void softmax_xent_rows_cuda(Tensor& row_loss, Tensor* probs, const Tensor& logit
   });
 
   // The host can only learn about a bad label by reading the flag back, which waits for
-  // the kernel. This is the one synchronization of a training step's loss.
+  // the kernel: a host read. A caller that checked the labels itself skips it.
+  if (!check_labels) return;
+  note_host_read();
   unsigned long long flag[2] = {0, 0};
   MGPU_CUDA_CHECK(cudaMemcpyAsync(flag, bad_ptr, sizeof flag, cudaMemcpyDeviceToHost, stream));
   MGPU_CUDA_CHECK(cudaStreamSynchronize(stream));

@@ -65,6 +65,15 @@ struct TextCorpus {
 struct TextBatch {
   Tensor inputs;   ///< [B, T] i64 token ids
   Tensor targets;  ///< [B, T] i64: targets[b][t] = the token after inputs[b][t]
+  /// inputs' tokens on the host, row-major: the loader's own copy, so that a model can check
+  /// and route its ids without reading the tensor (on a GPU, a wait for the device). Empty
+  /// when a batch is made of tensors alone.
+  std::vector<std::int64_t> input_ids;
+  /// targets' tokens on the host, likewise.
+  std::vector<std::int64_t> target_ids;
+
+  /// Windows [b0, b1) of the batch: its tensors' rows (copies) and their host ids.
+  TextBatch rows(std::int64_t b0, std::int64_t b1) const;
 };
 
 /// Random windows of T + 1 consecutive tokens, B per batch. Window starts come from the

@@ -36,14 +36,30 @@ struct EmbeddingSaved {
 };
 }  // namespace detail
 
+/// A layer that looks tokens up in a table (Embedding, and lesson 13's table split by
+/// vocabulary). Its ids are needed on the host (to check them against the table, and to
+/// route them under a split), so besides forward(ids) it has lookup(): the same forward on
+/// ids the host already holds (a batch read from a corpus), which reads no tensor data. A
+/// model fed from the host calls lookup, and its step needs no read of the ids on a GPU.
+class TokenTable : public Module {
+ public:
+  /// forward(ids) on ids of shape `shape` held on the host: checked there against the
+  /// table, the output [shape..., C] on the table's device; in training mode the ids are kept
+  /// for backward.
+  virtual Tensor lookup(std::vector<std::int64_t> ids, const Shape& shape) = 0;
+  /// ids (i32 or i64, any shape, any device) read to the host once, then lookup.
+  Tensor forward(const Tensor& ids) override;
+};
+
 /// nn.Embedding(num_embeddings, embedding_dim): parameter "weight" [V, C], drawn from
 /// N(0, 1) as PyTorch does. Input: ids (i32 or i64); output [ids..., C]. Keeps the ids (on
-/// the host, read once by the forward) for backward in training mode. The ids are integers, so backward returns no input gradient.
-class Embedding : public Layer<Embedding, detail::EmbeddingSaved> {
+/// the host) for backward in training mode. The ids are integers, so backward returns no
+/// input gradient.
+class Embedding : public Layer<Embedding, detail::EmbeddingSaved, TokenTable> {
  public:
   /// A table of num_embeddings rows of embedding_dim values.
   Embedding(std::int64_t num_embeddings, std::int64_t embedding_dim);
-  Tensor forward(const Tensor& ids) override;
+  Tensor lookup(std::vector<std::int64_t> ids, const Shape& shape) override;
   /// Adds to the weight's gradient; returns an undefined tensor (ids have no gradient).
   Tensor backward(const Tensor& grad_out) override;
   std::string describe() const override;

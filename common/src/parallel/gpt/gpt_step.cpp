@@ -64,45 +64,50 @@ void finish_step(const ParallelGpt::Impl& I, const Device& device, const StepSta
   report.host_reads = host_reads() - start.reads_before;
 }
 
-// Sums `loss` over `group` after dividing it by the group's size: the mean over its ranks.
-// The number travels on the group's device (NCCL moves GPU memory only).
-double mean_over(dist::ProcessGroup& group, double loss) {
-  if (group.size() == 1) return loss;
-  Tensor l = Tensor::from_vector(std::vector<double>{loss / group.size()}, {1}, group.device());
-  group.all_reduce(l, dist::ReduceOp::sum).wait();
-  return l.to_vector<double>()[0];
+// The mean over `group` of each rank's `loss` ([1] f64 on the group's device, where NCCL
+// moves it): divided by the group's size, then summed. Nothing is read to the host.
+void mean_over(dist::ProcessGroup& group, Tensor& loss) {
+  if (group.size() == 1) return;
+  scale_(loss, 1.0 / group.size());
+  group.all_reduce(loss, dist::ReduceOp::sum).wait();
 }
 
 }  // namespace
 
-StepReport ParallelGpt::Impl::ddp_step(const Tensor& ids, const Tensor& targets) {
+StepReport ParallelGpt::Impl::ddp_step(const HostIds& ids, const HostIds& targets) {
   StepReport report;
-  const Tensor ids_r = local_columns(ids), targets_r = local_columns(targets);
-  const Device device = ids.device();
+  const HostIds ids_r = local_columns(ids);
+  const Device device = pp_group().device();
+  const Tensor ids_d = ids_r.on(device), targets_r = local_columns(targets).on(device);
   const StepStart step = start_step(*this, device);
   const auto start = Clock::now();
   nn::Module& trained = ddp ? static_cast<nn::Module&>(*ddp) : static_cast<nn::Module&>(*parts);
-  const Tensor logits = trained.forward(ids_r);  // this rank's logits (its columns if split)
+  step_ids = &ids_r;  // what the forward looks up; DDP passes on their copy on the device
+  const Tensor logits = trained.forward(ids_d);  // this rank's logits (its columns if split)
+  step_ids = nullptr;
   report.logits_bytes = logits.nbytes();
-  double local = loss(0, logits, targets_r);
+  Tensor mean = loss(0, logits, targets_r);
   const Tensor grad_logits = head_saved.at(0).grad;  // a handle: head_backward erases the saved
   trained.backward(grad_logits);                      // under DDP: averaged over the data group
   report.backward_peak_bytes = step_peak(*this, device, step.base);
   reduce_replicated_grads();
   // The mean over every token: each rank's mean over its tokens weighs 1/(CP·DP), DDP's
   // average over the data group.
-  report.loss = mean_over(data_group(), local);
+  mean_over(data_group(), mean);
+  report.loss = mean.to_vector<double>()[0];  // the step's one host read
   finish_step(*this, device, step, report);
   report.busy_s = report.span_s = std::chrono::duration<double>(Clock::now() - start).count();
   return report;
 }
 
-StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& targets) {
-  const std::int64_t b = ids.size(0) / m;
-  const Tensor ids_r = local_columns(ids), targets_r = local_columns(targets);
-  const std::int64_t T_act = activation_T(ids_r.size(1));
+StepReport ParallelGpt::Impl::pipeline_step(const HostIds& ids, const HostIds& targets) {
+  const std::int64_t b = ids.B / m;
+  const HostIds ids_r = local_columns(ids);
+  const std::int64_t T_act = activation_T(ids_r.T);
   const DType dtype = parts->parameters().front()->value.dtype();
-  const Device device = ids.device();
+  const Device device = pp_group().device();
+  const Tensor targets_r = local_columns(targets).on(device);
+  Tensor loss_sum = Tensor::zeros({1}, DType::f64, device);  // the last stage's, on the device
   StepReport report;
   const StepStart step = start_step(*this, device);
   dist::ProcessGroup& pp = pp_group();
@@ -137,17 +142,17 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   };
   const auto step_start = Clock::now();
   auto at = [&](Clock::time_point t) { return std::chrono::duration<double>(t - step_start).count(); };
-  double loss_sum = 0;
   for (const pp::PipeOp& op : order) {
     const int s = pp::virtual_stage(p, pp_rank, op.chunk);
     nn::ContextScope scope(op.micro);
     auto micro_rows = [&](const Tensor& t) { return t.slice(op.micro * b, (op.micro + 1) * b).clone(); };
+    auto micro_ids = [&](const HostIds& t) { return t.rows(op.micro * b, (op.micro + 1) * b); };
     Tensor x;
     Clock::time_point start;
     if (op.pass == pp::Pass::forward) {
       if (s == 0) {
         start = Clock::now();
-        x = embed(micro_rows(ids_r));
+        x = embed(micro_ids(ids_r));
       } else {
         x = receive(s, s - 1, pp::Pass::forward, op.micro);
         start = Clock::now();
@@ -158,7 +163,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
       if (s == S - 1) {
         const Tensor logits = head_forward(op.micro, x);
         report.logits_bytes = logits.nbytes();
-        loss_sum += loss(op.micro, logits, micro_rows(targets_r));
+        add_(loss_sum, loss(op.micro, logits, micro_rows(targets_r)));
       }
       report.ops.push_back({op, at(start), at(Clock::now())});
       if (s != S - 1) send(x, s + 1, pp::Pass::forward, op.micro);
@@ -201,7 +206,8 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
   }
   // The loss lives on the last stage: one broadcast over the pipeline, then the mean over
   // the data group, whose gradients are averaged in one all-reduce of their concatenation.
-  Tensor loss = Tensor::from_vector(std::vector<double>{loss_sum / m}, {1}, pp.device());
+  Tensor& loss = loss_sum;
+  scale_(loss, 1.0 / m);
   if (p > 1) pp.broadcast(loss, p - 1).wait();
   dist::ProcessGroup& data = data_group();
   if (data.size() > 1) {
@@ -212,7 +218,7 @@ StepReport ParallelGpt::Impl::pipeline_step(const Tensor& ids, const Tensor& tar
     data.all_reduce(loss, dist::ReduceOp::avg).wait();
   }
   reduce_replicated_grads();
-  report.loss = loss.to_vector<double>()[0];
+  report.loss = loss.to_vector<double>()[0];  // the step's one host read
   finish_step(*this, device, step, report);
   return report;
 }

@@ -167,11 +167,33 @@ std::vector<std::size_t> ParallelGpt::ddp_bucket_bytes() const {
 }
 
 StepReport ParallelGpt::train_step(const Tensor& ids, const Tensor& targets) {
-  Impl& I = *impl_;
-  MGPU_CHECK(ids.ndim() == 2 && ids.shape() == targets.shape() && ids.size(0) % I.m == 0,
-             "ParallelGpt::train_step: ids ", ids.str(), " and targets ", targets.str(),
-             " must be [B, T] with B a multiple of the ", I.m, " micro-batches");
-  return I.plan.grad_sync == GradSync::ddp ? I.ddp_step(ids, targets) : I.pipeline_step(ids, targets);
+  MGPU_CHECK(ids.shape() == targets.shape(), "ParallelGpt::train_step: ids ", ids.str(),
+             " and targets ", targets.str(), " must have the same shape [B, T]");
+  return impl_->step(HostIds::read(ids), HostIds::read(targets));
+}
+
+StepReport ParallelGpt::train_step(const data::TextBatch& batch) {
+  const auto size = static_cast<std::size_t>(batch.inputs.numel());
+  if (batch.input_ids.size() != size || batch.target_ids.size() != size)  // tensors alone
+    return train_step(batch.inputs, batch.targets);
+  MGPU_CHECK(batch.inputs.ndim() == 2 && batch.targets.shape() == batch.inputs.shape(),
+             "ParallelGpt::train_step: inputs ", batch.inputs.str(), " and targets ",
+             batch.targets.str(), " must have the same shape [B, T]");
+  const std::int64_t B = batch.inputs.size(0), T = batch.inputs.size(1);
+  return impl_->step({batch.input_ids, B, T}, {batch.target_ids, B, T});
+}
+
+StepReport ParallelGpt::Impl::step(const HostIds& ids, const HostIds& targets) {
+  MGPU_CHECK(ids.B % m == 0, "ParallelGpt::train_step: a batch of ", ids.B,
+             " windows does not split into the ", m, " micro-batches; make B a multiple of ", m);
+  // Checked here, where the host holds them: the tables and the loss then need no check on
+  // the device (a wait for it on a GPU).
+  for (const HostIds* batch : {&ids, &targets})
+    for (std::size_t n = 0; n < batch->values.size(); ++n)
+      MGPU_CHECK(batch->values[n] >= 0 && batch->values[n] < vocab, "ParallelGpt::train_step: ",
+                 batch == &ids ? "input" : "target", " token ", batch->values[n], " at position ", n,
+                 " is outside the vocabulary [0, ", vocab, ") (is the corpus the model's?)");
+  return plan.grad_sync == GradSync::ddp ? ddp_step(ids, targets) : pipeline_step(ids, targets);
 }
 
 // ---- the pieces -----------------------------------------------------------------------------
@@ -189,31 +211,23 @@ const std::vector<std::int64_t>& ParallelGpt::Impl::positions_of(std::int64_t T)
   return positions;
 }
 
-Tensor ParallelGpt::Impl::local_columns(const Tensor& ids) {
+HostIds ParallelGpt::Impl::local_columns(const HostIds& ids) {
   if (plan.attention == Attention::local) return ids;
-  const std::int64_t B = ids.size(0), T = ids.size(1);
-  const std::vector<std::int64_t>& pos = positions_of(T);
-  const std::int64_t n = static_cast<std::int64_t>(pos.size());
-  const std::vector<std::int64_t> all = ids.to_vector<std::int64_t>();
-  std::vector<std::int64_t> out(static_cast<std::size_t>(B * n));
-  for (std::int64_t b = 0; b < B; ++b)
-    for (std::int64_t i = 0; i < n; ++i)
-      out[static_cast<std::size_t>(b * n + i)] = all[static_cast<std::size_t>(b * T + pos[static_cast<std::size_t>(i)])];
-  return Tensor::from_vector(out, {B, n}, ids.device());
+  return ids.columns(positions_of(ids.T));
 }
 
 std::int64_t ParallelGpt::Impl::activation_T(std::int64_t T_local) const {
   return plan.sequence_parallel ? T_local / plan.shape.tp : T_local;
 }
 
-Tensor ParallelGpt::Impl::embed(const Tensor& ids) {
-  const std::int64_t B = ids.size(0), T = ids.size(1);
+Tensor ParallelGpt::Impl::embed(const HostIds& ids) {
+  const std::int64_t B = ids.B, T = ids.T;
   // Without CP the window's positions are 0..T-1; under CP this rank's (the ids are its
   // columns already, so the window's T is T·CP).
   const std::vector<std::int64_t>& pos = positions_of(T * plan.shape.cp);
-  Tensor x = wte->forward(ids);
-  // The positions are known on the host: the table is read at them directly (no round trip
-  // of the ids through the device, and so no host read of them).
+  // The ids and the positions are known on the host: the tables are read at them directly
+  // (no round trip through the device, and so no host read).
+  Tensor x = dynamic_cast<nn::TokenTable&>(*wte).lookup(ids.values, {B, T});
   const Tensor p_emb = nn::embedding(pos, {T}, wpe->parameter("weight").value);
   Tensor flat = x.reshape({B, T * C});
   add_rowwise_(flat, p_emb.reshape({T * C}));
@@ -277,16 +291,18 @@ Tensor ParallelGpt::Impl::head_forward(int micro, const Tensor& x_in) {
   return logits;
 }
 
-double ParallelGpt::Impl::loss(int micro, const Tensor& logits, const Tensor& targets) {
+Tensor ParallelGpt::Impl::loss(int micro, const Tensor& logits, const Tensor& targets) {
   HeadSaved& s = head_saved.at(micro);
   const std::int64_t N = logits.size(0);
-  double value = 0;
+  Tensor value;
   if (plan.head == Vocab::replicated) {
     Tensor probs;
-    value = softmax_cross_entropy(logits, targets.reshape({N}), &probs).to_vector<double>()[0];
+    value = cast(softmax_cross_entropy(logits, targets.reshape({N}), &probs, LabelCheck::by_caller),
+                 DType::f64).reshape({1});
     s.grad = softmax_cross_entropy_backward(probs, targets.reshape({N}));
   } else {
-    value = tp::vocab_parallel_cross_entropy(logits, targets.reshape({N}), rows, vocab, tp_group(), &s.grad);
+    const double v = tp::vocab_parallel_cross_entropy(logits, targets.reshape({N}), rows, vocab, tp_group(), &s.grad);
+    value = Tensor::from_vector(std::vector<double>{v}, {1}, logits.device());
   }
   if (m > 1) scale_(s.grad, 1.0 / m);  // the step's loss is the mean of the m micro-batches'
   return value;
@@ -340,7 +356,7 @@ void ParallelGpt::Impl::reduce_replicated_grads() {
 
 Tensor Parts::forward(const Tensor& ids) {
   ParallelGpt::Impl& I = *impl_;
-  Tensor x = I.embed(ids);
+  Tensor x = I.step_ids ? I.embed(*I.step_ids) : I.embed(HostIds::read(ids));
   I.kept = 0;
   I.measure_kept = true;
   x = I.chunk_forward(0, x);

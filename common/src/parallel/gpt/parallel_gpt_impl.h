@@ -20,6 +20,22 @@ struct HeadSaved {
   Shape shape;    // the head's input [b, T, C] (the whole sequence under SP)
 };
 
+// A [B, T] batch of token ids held on the host, row-major: a loader's own copy, so the step
+// checks and routes its ids without reading a tensor (a wait for a GPU).
+struct HostIds {
+  std::vector<std::int64_t> values;
+  std::int64_t B = 0, T = 0;
+
+  // A [B, T] tensor's ids: one read of its data.
+  static HostIds read(const Tensor& ids);
+  // Rows [b0, b1).
+  HostIds rows(std::int64_t b0, std::int64_t b1) const;
+  // Columns `columns` of every row: [B, columns.size()].
+  HostIds columns(const std::vector<std::int64_t>& columns) const;
+  // [B, T] i64 on `device`: a copy to it, no read.
+  Tensor on(const Device& device) const;
+};
+
 struct ParallelGpt::Impl {
   GptPlan plan;
   const grid::ProcessGrid* grid = nullptr;
@@ -52,14 +68,14 @@ struct ParallelGpt::Impl {
 
   // This CP rank's positions of a window of T (all of 0..T-1 without CP), cached by T.
   const std::vector<std::int64_t>& positions_of(std::int64_t T);
-  // Columns `positions_of(T)` of a [B, T] tensor of ids: [B, T_r] (the tensor itself
+  // Columns `positions_of(T)` of a [B, T] batch of ids: [B, T_r] (the batch itself
   // without CP).
-  Tensor local_columns(const Tensor& ids);
+  HostIds local_columns(const HostIds& ids);
   // The tokens a stage's activations cover: T_r under CP, T/TP under SP.
   std::int64_t activation_T(std::int64_t T_local) const;
 
   // ids_r [b, T_r] -> the first block's input [b, T_act, C].
-  Tensor embed(const Tensor& ids);
+  Tensor embed(const HostIds& ids);
   void embed_backward(const Tensor& dx);
   // A chunk's blocks, forward and backward; the forward adds to `kept` under measure_kept.
   Tensor chunk_forward(int chunk, Tensor x);
@@ -69,15 +85,20 @@ struct ParallelGpt::Impl {
   // block's output's.
   Tensor head_forward(int micro, const Tensor& x);
   Tensor head_backward(int micro, const Tensor& grad_logits);
-  // One micro-batch's mean loss over its tokens, and its gradient (divided by m) kept for
-  // head_backward.
-  double loss(int micro, const Tensor& logits, const Tensor& targets);
+  // One micro-batch's mean loss over its tokens ([1] f64 on the logits' device: not read
+  // here), and its gradient (divided by m) kept for head_backward.
+  Tensor loss(int micro, const Tensor& logits, const Tensor& targets);
   // This TP rank's rows of the (padded) tied table, the padding rows zero (a copy).
   Tensor head_rows();
 
+  // A step: checks the batch, then runs ddp_step or pipeline_step.
+  StepReport step(const HostIds& ids, const HostIds& targets);
   // The step, for a one-stage plan under DDP and for the pipeline's schedule.
-  StepReport ddp_step(const Tensor& ids, const Tensor& targets);
-  StepReport pipeline_step(const Tensor& ids, const Tensor& targets);
+  StepReport ddp_step(const HostIds& ids, const HostIds& targets);
+  StepReport pipeline_step(const HostIds& ids, const HostIds& targets);
+  // The ids the one-stage forward looks up (ddp_step's; DDP hands Parts::forward their
+  // tensor, the same values on the device).
+  const HostIds* step_ids = nullptr;
   // Under SP: the replicated parameters' partial gradients summed over the TP group.
   void reduce_replicated_grads();
 };

@@ -34,10 +34,12 @@ std::string VocabParallelEmbedding::describe() const {
   return os.str();
 }
 
-VocabParallelEmbedding::Routes VocabParallelEmbedding::routes(const Tensor& ids) const {
+VocabParallelEmbedding::Routes VocabParallelEmbedding::routes(const std::vector<std::int64_t>& tokens,
+                                                              const Shape& shape) const {
+  MGPU_CHECK(static_cast<std::int64_t>(tokens.size()) == shape_numel(shape), describe(), ": ",
+             tokens.size(), " ids for the shape ", shape_str(shape));
   Routes r;
-  r.shape = ids.shape();
-  const std::vector<std::int64_t> tokens = ids.to_vector<std::int64_t>();
+  r.shape = shape;
   r.rows.resize(tokens.size());
   r.owned.resize(tokens.size());
   for (std::size_t i = 0; i < tokens.size(); ++i) {
@@ -54,7 +56,7 @@ Tensor VocabParallelEmbedding::ownership(const Routes& r) const {
   return nn::embedding(r.owned, r.shape, zero_one_);
 }
 
-Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
+Tensor VocabParallelEmbedding::lookup(std::vector<std::int64_t> ids, const Shape& shape) {
   const Tensor& table = parameter_at(0).value;
   if (!zero_one_.defined() || zero_one_.dtype() != table.dtype() || zero_one_.device() != table.device()) {
     Tensor z = Tensor::zeros({2, dim_}, table.dtype(), table.device());
@@ -62,7 +64,7 @@ Tensor VocabParallelEmbedding::forward(const Tensor& ids) {
     fill_(ones, 1.0);
     zero_one_ = z;
   }
-  Routes r = routes(ids);
+  Routes r = routes(ids, shape);
   // This rank's rows where it owns the token, zeros elsewhere (x · 1 and x · 0 exactly).
   Tensor out = mul(nn::embedding(r.rows, r.shape, table), ownership(r));
   group_->all_reduce(out, dist::ReduceOp::sum).wait();  // exactly one rank wrote each row

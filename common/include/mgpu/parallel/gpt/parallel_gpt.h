@@ -30,6 +30,7 @@
 #include <utility>
 #include <vector>
 
+#include "mgpu/data/text.h"
 #include "mgpu/nn/gpt.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/parallel/cp/ring_attention_core.h"
@@ -92,7 +93,12 @@ class ParallelGpt {
   /// each CP rank takes its own positions; the micro-batches must divide B): gradients
   /// zeroed, this rank's schedule run, the tied copies' gradients summed, the gradients
   /// averaged over the data group. Every rank of the grid calls it.
+  /// The tensors' ids are read to the host once each (to check and route them): two host
+  /// reads; the TextBatch form below reads none.
   StepReport train_step(const Tensor& ids, const Tensor& targets);
+  /// The same step on a loader's batch, whose ids the host already holds (TextBatch's
+  /// input_ids and target_ids: no read of the tensors; a batch without them is read).
+  StepReport train_step(const data::TextBatch& batch);
 
   /// This rank's parameters under the full model's names ("lm_head.weight" for the last
   /// stage's copy of the tied table); split parameters hold this rank's part.

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "mgpu/dist/process_group.h"
+#include "mgpu/nn/embedding.h"
 #include "mgpu/nn/layer.h"
 #include "mgpu/parallel/tp/tensor_parallel.h"
 #include "mgpu/tensor.h"
@@ -28,16 +29,18 @@ struct VocabRoutes {
 /// rank holds rows `rows` of the table padded to padded_vocab(V, P) rows (the padding rows
 /// zero and never looked up), as parameter "weight" [V/P, C]. forward(ids [B, T]) looks up
 /// the tokens in its rows, writes zeros for the others, and sums the ranks' results with one
-/// all-reduce: [B, T, C], whole on every rank (the ids read to the host once, a lookup and
-/// a mask: no copy per token). backward(dy) adds dy's rows to the rows of the tokens it
+/// all-reduce: [B, T, C], whole on every rank (ids on the host: the
+/// loader's through lookup(), or read once by forward; a lookup and a mask: no copy per
+/// token). backward(dy) adds dy's rows to the rows of the tokens it
 /// owns, then fires the table's grad-ready hooks; no communication (dy is whole on every
 /// rank) and no read of the ids. A head tied to the table (logits_r = h · weight^T, this rank's
 /// columns of the logits) adds its share to weight.grad before this backward.
-class VocabParallelEmbedding : public nn::Layer<VocabParallelEmbedding, detail::VocabRoutes> {
+class VocabParallelEmbedding
+    : public nn::Layer<VocabParallelEmbedding, detail::VocabRoutes, nn::TokenTable> {
  public:
   /// Cuts `full` (an nn::Embedding [V, C]) for rank group.rank() of group.size().
   VocabParallelEmbedding(nn::Module& full, dist::ProcessGroup& group);
-  Tensor forward(const Tensor& ids) override;
+  Tensor lookup(std::vector<std::int64_t> ids, const Shape& shape) override;
   Tensor backward(const Tensor& grad_out) override;
   std::string describe() const override;
   /// The rows [begin, end) of the padded vocabulary this rank holds.
@@ -47,8 +50,8 @@ class VocabParallelEmbedding : public nn::Layer<VocabParallelEmbedding, detail::
 
  private:
   using Routes = detail::VocabRoutes;
-  // ids' routes on this rank (one read of the ids); their range checked.
-  Routes routes(const Tensor& ids) const;
+  // The routes on this rank of ids held on the host; their range checked.
+  Routes routes(const std::vector<std::int64_t>& ids, const Shape& shape) const;
   // [ids..., C]: ones where this rank owns the token, zeros elsewhere.
   Tensor ownership(const Routes& r) const;
 
