@@ -68,7 +68,6 @@ int train(const l12::GptFlags& f) {
 
   app::ProgressLine progress;
   progress.start_epoch(0, 1, f.steps);
-  const double base_bytes = static_cast<double>(memory_stats(device).allocated);
   double peak_step_bytes = 0, val_loss = 0;
   l12::StepClock clock;
   for (std::int64_t step = first_step; step < f.steps; ++step) {
