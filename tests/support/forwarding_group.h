@@ -46,6 +46,12 @@ class ForwardingGroup : public dist::ProcessGroup {
     on_collective("reduce_scatter", out);
     return inner_.reduce_scatter(out, in, op);
   }
+  /// Shows "all_to_all" and `out` (the tensor it writes), then passes the op on.
+  dist::Work all_to_all(const Tensor& out, const Tensor& in, const std::vector<std::int64_t>& out_splits,
+                        const std::vector<std::int64_t>& in_splits) override {
+    on_collective("all_to_all", out);
+    return inner_.all_to_all(out, in, out_splits, in_splits);
+  }
   /// Shows "barrier" and an empty tensor, then passes the op on.
   dist::Work barrier() override {
     on_collective("barrier", Tensor());

@@ -66,6 +66,58 @@ void check_split(const char* op, const Tensor& big, const char* big_name, const 
              small.numel() * size, " elements");
 }
 
+namespace {
+
+// Each rank's rows of `t` (equal pieces without `splits`), as element counts and offsets.
+void pieces_of(const Tensor& t, const char* name, const std::vector<std::int64_t>& splits,
+               const char* splits_name, int size, std::vector<std::int64_t>& counts,
+               std::vector<std::int64_t>& offsets) {
+  const std::int64_t rows = t.size(0), row = rows == 0 ? 0 : t.numel() / rows;
+  std::vector<std::int64_t> r = splits;
+  if (r.empty()) {
+    MGPU_CHECK(rows % size == 0, "all_to_all: Tensor's dim 0 does not divide equally across group size: ",
+               name, " ", t.str(), " over ", size, " ranks; give ", splits_name, " for unequal pieces");
+    r.assign(static_cast<std::size_t>(size), rows / size);
+  }
+  MGPU_CHECK(static_cast<int>(r.size()) == size, "all_to_all: Number of tensor splits not equal to group size: ",
+             splits_name, " has ", r.size(), " entries for ", size, " ranks");
+  std::int64_t sum = 0;
+  for (std::int64_t n : r) {
+    MGPU_CHECK(n >= 0, "all_to_all: ", splits_name, " holds ", n, "; a piece has 0 rows or more");
+    sum += n;
+  }
+  MGPU_CHECK(sum == rows, "all_to_all: Split sizes doesn't match total dim 0 size: ", splits_name,
+             " sum to ", sum, " but ", name, " ", t.str(), " has ", rows, " rows");
+  std::int64_t at = 0;
+  for (std::int64_t n : r) {
+    counts.push_back(n * row);
+    offsets.push_back(at);
+    at += n * row;
+  }
+}
+
+}  // namespace
+
+AllToAllPieces all_to_all_pieces(const Tensor& output, const Tensor& input,
+                                 const std::vector<std::int64_t>& output_split_sizes,
+                                 const std::vector<std::int64_t>& input_split_sizes, int size) {
+  check_tensor("all_to_all", output, "output");
+  check_tensor("all_to_all", input, "input");
+  MGPU_CHECK(input.ndim() >= 1 && output.ndim() >= 1 && input.dtype() == output.dtype() &&
+                 Shape(input.shape().begin() + 1, input.shape().end()) ==
+                     Shape(output.shape().begin() + 1, output.shape().end()),
+             "all_to_all: input ", input.str(), " and output ", output.str(),
+             " must be rows of the same shape and dtype (cut along dimension 0)");
+  MGPU_CHECK(input.device() == output.device(), "all_to_all: input ", input.str(), " and output ",
+             output.str(), " must be on the same device");
+  MGPU_CHECK(!overlaps(input, output), "all_to_all: input ", input.str(), " overlaps output ",
+             output.str(), "; give the result a tensor of its own");
+  AllToAllPieces p;
+  pieces_of(input, "input", input_split_sizes, "input_split_sizes", size, p.send_counts, p.send_offsets);
+  pieces_of(output, "output", output_split_sizes, "output_split_sizes", size, p.recv_counts, p.recv_offsets);
+  return p;
+}
+
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.shares_storage(b) || a.numel() == 0 || b.numel() == 0) return false;
   return a.offset() < b.offset() + b.numel() && b.offset() < a.offset() + a.numel();
@@ -84,6 +136,7 @@ OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, Reduc
     s.has_tensor = true;
     s.dtype = t->dtype();
     s.shape = t->shape();
+    if (kind == OpKind::all_to_all) s.shape.erase(s.shape.begin());  // one row's shape
   }
   return s;
 }

@@ -36,6 +36,7 @@ const char* op_kind_name(OpKind k) {
     case OpKind::send: return "send";
     case OpKind::recv: return "recv";
     case OpKind::batch_p2p: return "batch_isend_irecv";
+    case OpKind::all_to_all: return "all_to_all";
   }
   return "?";
 }
@@ -43,7 +44,7 @@ const char* op_kind_name(OpKind k) {
 std::string OpSignature::describe() const {
   std::ostringstream os;
   os << op_kind_name(kind) << " #" << seq;
-  if (has_tensor) os << ' ' << dtype_name(dtype) << shape_str(shape);
+  if (has_tensor) os << (kind == OpKind::all_to_all ? " rows of " : " ") << dtype_name(dtype) << shape_str(shape);
   switch (kind) {
     case OpKind::all_reduce:
     case OpKind::reduce_scatter: os << " op=" << reduce_op_name(reduce); break;

@@ -21,7 +21,7 @@
 namespace mgpu::dist::detail {
 
 enum class OpKind { all_reduce, broadcast, reduce, all_gather, reduce_scatter, barrier,
-                    send, recv, batch_p2p };
+                    send, recv, batch_p2p, all_to_all };
 const char* op_kind_name(OpKind k);
 
 /// What an op is, as ranks compare it in debug mode and as messages name it.
@@ -31,7 +31,8 @@ struct OpSignature {
   ReduceOp reduce = ReduceOp::sum;
   DType dtype = DType::f32;
   int root = -1;                 // broadcast/reduce root, or send/recv peer
-  Shape shape;                   // of the op's (input) tensor; empty for barrier
+  Shape shape;                   // of the op's (input) tensor; empty for barrier; all_to_all:
+                                 // of one row (the rows' counts may differ between ranks)
   bool has_tensor = false;
   std::string backend;
   int group = -1;                // the group's world-wide id (progress_board.h); -1: unknown

@@ -178,6 +178,28 @@ Work MpiGroup::reduce_scatter(const Tensor& output, const Tensor& input, ReduceO
   });
 }
 
+Work MpiGroup::all_to_all(const Tensor& output, const Tensor& input,
+                          const std::vector<std::int64_t>& output_split_sizes,
+                          const std::vector<std::int64_t>& input_split_sizes) {
+  const AllToAllPieces p = all_to_all_pieces(output, input, output_split_sizes, input_split_sizes, size());
+  mpi_count(input.numel(), "all_to_all");
+  mpi_count(output.numel(), "all_to_all");
+  auto ints = [](const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
+  auto ready = ready_event(input);
+  MPI_Comm comm = comm_;
+  return collective(OpKind::all_to_all, &input, ReduceOp::sum, -1,
+                    [=, sc = ints(p.send_counts), so = ints(p.send_offsets),
+                     rc = ints(p.recv_counts), ro = ints(p.recv_offsets)]() -> Poll {
+    MPI_Datatype type = mpi_datatype(input.dtype());
+    Staged in(input, true, pool_, ready);
+    Staged out(output, false, pool_, ready);
+    MGPU_MPI_CHECK(MPI_Alltoallv(in.data(), sc.data(), so.data(), type, out.data(), rc.data(),
+                                 ro.data(), type, comm));
+    out.copy_out();
+    return nullptr;
+  });
+}
+
 Work MpiGroup::barrier() {
   MPI_Comm comm = comm_;
   return collective(OpKind::barrier, nullptr, ReduceOp::sum, -1, [=]() -> Poll {

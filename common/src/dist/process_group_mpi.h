@@ -28,6 +28,9 @@ class MpiGroup final : public BackendGroup {
   Work reduce(const Tensor& tensor, int root, ReduceOp op) override;
   Work all_gather(const Tensor& output, const Tensor& input) override;
   Work reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override;
+  Work all_to_all(const Tensor& output, const Tensor& input,
+                  const std::vector<std::int64_t>& output_split_sizes,
+                  const std::vector<std::int64_t>& input_split_sizes) override;
   Work barrier() override;
   Work send(const Tensor& tensor, int dst, int tag) override;
   Work recv(const Tensor& tensor, int src, int tag) override;

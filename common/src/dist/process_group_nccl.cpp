@@ -164,6 +164,34 @@ class NcclGroup final : public BackendGroup {
       (void)input;  // keeps input alive with the op
     });
   }
+  Work all_to_all(const Tensor& output, const Tensor& input,
+                  const std::vector<std::int64_t>& output_split_sizes,
+                  const std::vector<std::int64_t>& input_split_sizes) override {
+    const AllToAllPieces p = all_to_all_pieces(output, input, output_split_sizes, input_split_sizes, size());
+    check(output, "all_to_all");
+    check(input, "all_to_all");
+    const int world = size();
+    // NCCL has no all-to-all call: a send and a receive per rank in one group, which NCCL
+    // runs together (no rank's send waits behind its peer's receive).
+    return launch(OpKind::all_to_all, &input, ReduceOp::sum, -1, input, [=](cudaStream_t s) {
+      const ncclDataType_t type = nccl_type(input.dtype());
+      const std::size_t bytes = dtype_size(input.dtype());
+      auto* in = static_cast<const char*>(input.raw_data());
+      auto* out = static_cast<char*>(output.raw_data());
+      MGPU_NCCL_CHECK(ncclGroupStart());
+      for (int r = 0; r < world; ++r) {
+        const auto i = static_cast<std::size_t>(r);
+        if (p.send_counts[i] > 0)
+          MGPU_NCCL_CHECK(ncclSend(in + p.send_offsets[i] * bytes, static_cast<std::size_t>(p.send_counts[i]),
+                                   type, r, nccl_, s));
+        if (p.recv_counts[i] > 0)
+          MGPU_NCCL_CHECK(ncclRecv(out + p.recv_offsets[i] * bytes, static_cast<std::size_t>(p.recv_counts[i]),
+                                   type, r, nccl_, s));
+      }
+      MGPU_NCCL_CHECK(ncclGroupEnd());
+      (void)output;  // keeps both tensors alive with the op
+    });
+  }
   Work reduce_scatter(const Tensor& output, const Tensor& input, ReduceOp op) override {
     check_split("reduce_scatter", input, "input", output, "output", size());
     check(output, "reduce_scatter");

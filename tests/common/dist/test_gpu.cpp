@@ -58,6 +58,16 @@ void check_collectives_on_gpu(dist::ProcessGroup& pg) {
                             dist::P2POp::irecv(got, left)})
           .wait();
       CHECK(values_of(got) == rank_values(left, n));
+
+      // all_to_all: piece q of rank r's input (n values) lands at place r of rank q.
+      Tensor a2a = make_tensor(std::vector<double>(static_cast<std::size_t>(n * p), 0.0), dt, dev);
+      pg.all_to_all(a2a, make_tensor(rank_values(r, n * p), dt, dev)).wait();
+      std::vector<double> pieces;
+      for (int q = 0; q < p; ++q) {
+        auto v = rank_values(q, n * p);
+        pieces.insert(pieces.end(), v.begin() + r * n, v.begin() + (r + 1) * n);
+      }
+      CHECK(values_of(a2a) == pieces);
     }
   }
   pg.barrier().wait();

@@ -98,6 +98,17 @@ class ProcessGroup {
   /// output.numel()) is cut into size() equal chunks (c10d's reduce_scatter_tensor).
   virtual Work reduce_scatter(const Tensor& output, const Tensor& input,
                               ReduceOp op = ReduceOp::sum) = 0;
+  /// output <- the ranks' pieces for this rank, rank 0's first (c10d's all_to_all_single):
+  /// input is cut along dimension 0 into size() pieces, piece r going to rank r, and output
+  /// receives rank r's piece for this rank at place r. Without split sizes the pieces are
+  /// equal (dimension 0 of input and output a multiple of size()); with them,
+  /// input_split_sizes[r] rows of input go to rank r and output_split_sizes[r] rows come
+  /// from it (each list size() long, summing to its tensor's dimension 0; rank r's
+  /// input_split_sizes[q] must equal rank q's output_split_sizes[r]). The rows of input and
+  /// output have the same shape and dtype on every rank; input and output must not overlap.
+  virtual Work all_to_all(const Tensor& output, const Tensor& input,
+                          const std::vector<std::int64_t>& output_split_sizes = {},
+                          const std::vector<std::int64_t>& input_split_sizes = {}) = 0;
   /// Completes on a rank once every rank has called it.
   virtual Work barrier() = 0;
 
