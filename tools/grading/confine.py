@@ -229,7 +229,7 @@ class Confinement:
         """Steps that hide the hidden folders lying inside the allow-list (a checkout under
         /usr/local), before the binds: mode 711 where a bind lies inside one, so that its
         path can be walked, else 000."""
-        return [("cover", h, "711" if any(_inside(dst, h) for _, dst in binds) else "000")
+        return [("cover", "711" if any(_inside(dst, h) for _, dst in binds) else "000", h)
                 for h in self.hidden if inside_allowed(h)]
 
     def wrap(self, launch, binds, argv):
@@ -261,7 +261,7 @@ class Confinement:
                                       ("ro", shadow, os.path.join(course, "solutions"))]
         reference = os.path.join(build, "solutions")
         if os.path.isdir(reference):
-            steps.append(("cover", reference, "000"))
+            steps.append(("cover", "000", reference))
         return self._script(folder, steps, []) + list(argv)
 
     def env(self, env):

@@ -68,17 +68,6 @@ def inside_allowed(path):
     return any(os.path.commonpath([path, p]) == p for p in allowed_paths() if p != "/")
 
 
-# The shell functions the script below uses: ro SRC DST binds SRC read-only at DST of the
-# new root (a link is copied as the link it is), rw binds it writable, dev binds a device.
-FUNCTIONS = r'''place() { if [ -d "$1" ]; then mkdir -p "$R$2"; else mkdir -p "$(dirname "$R$2")"; : > "$R$2"; fi; }
-ro() {
-  if [ -L "$1" ] && [ "$1" = "$2" ]; then mkdir -p "$(dirname "$R$2")"; ln -s "$(readlink "$1")" "$R$2"; return 0; fi
-  place "$1" "$2"; mount --no-canonicalize --rbind "$1" "$R$2"
-  mount --no-canonicalize -o remount,bind,ro "$R$2"
-}
-rw() { place "$1" "$2"; mount --no-canonicalize --rbind "$1" "$R$2"; }'''
-
-
 def devices():
     """The device nodes (and folders of them) a launch sees."""
     found = [f"/dev/{d}" for d in DEVICES if os.path.exists(f"/dev/{d}")]
@@ -87,31 +76,54 @@ def devices():
     return found
 
 
+def _skeleton(binds):
+    """Shell lines, run in the new root's folder, that make the mount points of binds
+    ((kind, source, path inside)) in few commands (a launch starts faster): folders and
+    empty files; a system path that is a link becomes the same link instead."""
+    folders, files, lines = set(), [], []
+    for kind, src, dst in binds:
+        if kind == "cover" or os.path.isdir(src) and not (kind == "sys" and os.path.islink(src)):
+            folders.add(dst)
+            continue
+        folders.add(os.path.dirname(dst))
+        if kind == "sys" and os.path.islink(src):
+            lines.append(f"ln -s {q(os.readlink(src))} .{q(dst)}")
+        else:
+            files.append(dst)
+    folders = sorted(folders - {"/"})
+    return ([f"mkdir -p {' '.join('.' + q(d) for d in folders)}"] if folders else []) + \
+        ([f"touch {' '.join('.' + q(f) for f in files)}"] if files else []) + lines
+
+
+def _mount(kind, src, dst):
+    """The command that binds src at the new root's dst (read-only for "sys" and "ro"),
+    or hides dst under an empty tmpfs (a "cover", whose src is its mode)."""
+    if kind == "cover":
+        return f"mount -t tmpfs -o size=4k,mode={src} none .{q(dst)}"
+    how = "--bind" if kind == "dev" else "--rbind -o ro" if kind in ("sys", "ro") else "--rbind"
+    return f"mount --no-canonicalize {how} {q(src)} .{q(dst)}"
+
+
 def root_lines(root, size_kib, folder, steps=(), owner=None):
     """Shell lines (run as the namespace's root, before the launch's own command) that
     build the new root at the empty folder `root` and enter it, ending in `folder`. steps:
     what is added after the system paths, in order: ("ro" or "rw", source, path inside)
-    to bind read-only or writable, ("cover", path, mode) to hide a folder under an empty
+    to bind read-only or writable, ("cover", mode, path) to hide a folder under an empty
     tmpfs; owner: 'uid:gid' of the launch's folder, where it runs as another user."""
-    lines = [f"R={q(root)}", FUNCTIONS,
-             f"mount -t tmpfs -o size={size_kib}k,mode=755 mgpu-launch \"$R\""]
-    lines += [f"ro {q(p)} {q(p)}" for p in allowed_paths()]
+    binds = [("sys", p, p) for p in allowed_paths()] + \
+        [("dev", d, d) for d in devices() if not os.path.isdir(d)] + \
+        [("sys", d, d) for d in devices() if os.path.isdir(d)] + list(steps)
     writable = ["/tmp", "/dev/shm", folder]
-    lines += ["mkdir -p \"$R/proc\" \"$R/dev\" \"$R/var\" \"$R/.old\" " +
-              " ".join(f"\"$R\"{q(w)}" for w in writable),
-              "chmod 1777 \"$R/tmp\" \"$R/dev/shm\"", "ln -s ../tmp \"$R/var/tmp\"",
-              "mount --no-canonicalize --rbind /proc \"$R/proc\"",
-              "ln -s /proc/self/fd \"$R/dev/fd\""]
-    lines += [f"ln -s /proc/self/fd/{i} \"$R/dev/{n}\"" for i, n in enumerate(("stdin", "stdout", "stderr"))]
-    lines += [f"ro {q(d)} {q(d)}" if os.path.isdir(d) else
-              f"place {q(d)} {q(d)}; mount --no-canonicalize --bind {q(d)} \"$R\"{q(d)}"
-              for d in devices()]
+    lines = [f"mount -t tmpfs -o size={size_kib}k,mode=755 mgpu-launch {q(root)}",
+             f"cd {q(root)}", *_skeleton(binds + [("cover", "", w) for w in writable]),
+             "mkdir proc var .old", "chmod 1777 tmp dev/shm", "ln -s ../tmp var/tmp",
+             "ln -s /proc/self/fd dev/fd",
+             *(f"ln -s /proc/self/fd/{i} dev/{n}" for i, n in enumerate(("stdin", "stdout", "stderr"))),
+             "mount --no-canonicalize --rbind /proc proc"]
     if owner:
-        lines.append(f"chown {owner} \"$R\"{q(folder)}")
-    lines += [f"mount -t tmpfs -o size=4k,mode={b} none \"$R\"{q(a)}" if kind == "cover"
-              else f"{kind} {q(a)} {q(b)}" for kind, a, b in steps]
-    lines += ["cd \"$R\"", "pivot_root . .old", "umount -l /.old", "rmdir /.old",
-              f"cd {q(folder)}"]
+        lines.append(f"chown {owner} .{q(folder)}")
+    lines += [_mount(*b) for b in binds if not (b[0] == "sys" and os.path.islink(b[1]))]
+    lines += ["pivot_root . .old", "umount -l /.old", "rmdir /.old", f"cd {q(folder)}"]
     return lines
 
 
