@@ -27,7 +27,7 @@ OUT_FD = 9   # the launch's descriptor of its folder on the grader's side (see w
 def _tools():
     found = {t: shutil.which(t) or next((p for p in (f"/usr/sbin/{t}", f"/sbin/{t}")
                                          if os.access(p, os.X_OK)), None)
-             for t in ("unshare", "setpriv", "prlimit", "mount", "ip")}
+             for t in ("unshare", "setpriv", "prlimit", "mount", "umount", "pivot_root", "ip")}
     missing = [t for t, p in found.items() if not p]
     return found, missing
 
@@ -204,7 +204,8 @@ class Confinement:
         t = {k: shlex.quote(v) for k, v in self.tools.items()}
         lines = ["set -e", f"{t['ip']} link set lo up"]
         lines += root_lines(os.path.join(folder, "root"), self.disk_kib(), folder, steps,
-                            owner=f"{NOBODY}:{NOBODY}" if self.as_nobody else None)
+                            owner=f"{NOBODY}:{NOBODY}" if self.as_nobody else None,
+                            tools=self.tools)
         lines.append("set +e")
         limits = ["--core=0"]
         if self.memory_mb:

@@ -95,35 +95,39 @@ def _skeleton(binds):
         ([f"touch {' '.join('.' + q(f) for f in files)}"] if files else []) + lines
 
 
-def _mount(kind, src, dst):
-    """The command that binds src at the new root's dst (read-only for "sys" and "ro"),
-    or hides dst under an empty tmpfs (a "cover", whose src is its mode)."""
+def _mount(mount, kind, src, dst):
+    """The command (mount: the mount program) that binds src at the new root's dst
+    (read-only for "sys" and "ro"), or hides dst under an empty tmpfs (a "cover", whose
+    src is its mode)."""
     if kind == "cover":
-        return f"mount -t tmpfs -o size=4k,mode={src} none .{q(dst)}"
+        return f"{mount} -t tmpfs -o size=4k,mode={src} none .{q(dst)}"
     how = "--bind" if kind == "dev" else "--rbind -o ro" if kind in ("sys", "ro") else "--rbind"
-    return f"mount --no-canonicalize {how} {q(src)} .{q(dst)}"
+    return f"{mount} --no-canonicalize {how} {q(src)} .{q(dst)}"
 
 
-def root_lines(root, size_kib, folder, steps=(), owner=None):
+def root_lines(root, size_kib, folder, steps=(), owner=None, tools=None):
     """Shell lines (run as the namespace's root, before the launch's own command) that
     build the new root at the empty folder `root` and enter it, ending in `folder`. steps:
     what is added after the system paths, in order: ("ro" or "rw", source, path inside)
     to bind read-only or writable, ("cover", mode, path) to hide a folder under an empty
-    tmpfs; owner: 'uid:gid' of the launch's folder, where it runs as another user."""
+    tmpfs; owner: 'uid:gid' of the launch's folder, where it runs as another user; tools:
+    the paths of mount, umount and pivot_root (/usr/sbin is not on every user's PATH)."""
+    t = {name: q((tools or {}).get(name) or name) for name in ("mount", "umount", "pivot_root")}
     binds = [("sys", p, p) for p in allowed_paths()] + \
         [("dev", d, d) for d in devices() if not os.path.isdir(d)] + \
         [("sys", d, d) for d in devices() if os.path.isdir(d)] + list(steps)
     writable = ["/tmp", "/dev/shm", folder]
-    lines = [f"mount -t tmpfs -o size={size_kib}k,mode=755 mgpu-launch {q(root)}",
+    lines = [f"{t['mount']} -t tmpfs -o size={size_kib}k,mode=755 mgpu-launch {q(root)}",
              f"cd {q(root)}", *_skeleton(binds + [("cover", "", w) for w in writable]),
              "mkdir proc var .old", "chmod 1777 tmp dev/shm", "ln -s ../tmp var/tmp",
              "ln -s /proc/self/fd dev/fd",
              *(f"ln -s /proc/self/fd/{i} dev/{n}" for i, n in enumerate(("stdin", "stdout", "stderr"))),
-             "mount --no-canonicalize --rbind /proc proc"]
+             f"{t['mount']} --no-canonicalize --rbind /proc proc"]
     if owner:
         lines.append(f"chown {owner} .{q(folder)}")
-    lines += [_mount(*b) for b in binds if not (b[0] == "sys" and os.path.islink(b[1]))]
-    lines += ["pivot_root . .old", "umount -l /.old", "rmdir /.old", f"cd {q(folder)}"]
+    lines += [_mount(t["mount"], *b) for b in binds if not (b[0] == "sys" and os.path.islink(b[1]))]
+    lines += [f"{t['pivot_root']} . .old", f"{t['umount']} -l /.old", "rmdir /.old",
+              f"cd {q(folder)}"]
     return lines
 
 
