@@ -1409,15 +1409,16 @@ class EndToEndTest(unittest.TestCase):
         r = self.confined_run(conf, MEMORY_HOG)
         self.assertLess(r.seconds, 15, r.stdout + r.stderr)
         self.assertEqual(r.why_incomplete(300), "memory budget of 300 MiB exceeded (all the "
-                         "launch's processes together); the run was killed")
+                         "launch's processes together; tools/grade --memory-limit sets it); "
+                         "the run was killed")
 
     def test_a_launch_over_its_disk_budget_fails(self):
         conf = confine.Confinement(memory_mb=0, file_mb=100, disk_mb=64)
         r = self.confined_run(conf, DISK_HOG)
         self.assertLess(r.rc, 0, r.stdout + r.stderr)
-        self.assertTrue(r.why_incomplete(300).startswith("disk budget of 64 MiB exceeded (the "
-                                                         "launch's files, /tmp and /dev/shm in all)"),
-                        r.why_incomplete(300))
+        self.assertTrue(r.why_incomplete(300).startswith(
+            "disk budget of 64 MiB exceeded (the launch's files, /tmp and /dev/shm in all; "
+            "tools/grade --disk-limit sets it)"), r.why_incomplete(300))
         self.assertIn("/dev/shm/shared [Errno 28] No space left on device", r.stdout)
 
     def test_a_submission_s_time_budget_stops_its_launches(self):
@@ -1432,12 +1433,13 @@ class EndToEndTest(unittest.TestCase):
         cases = {c.name: c for c in runner.run_binary(exe, "", expected)}
         self.assertLess(runner.budget.spent, 10)
         self.assertEqual({c.status for c in cases.values()}, {"failed"})
-        self.assertTrue(cases["adds"].output.startswith(
-            "the submission time budget of 3 s was spent; the run was killed"), cases["adds"].output)
+        spent = ("the submission time budget of 3 s was spent (all its test launches together; "
+                 "tools/grade --submission-budget sets it)")
+        self.assertTrue(cases["adds"].output.startswith(spent + "; the run was killed"),
+                        cases["adds"].output)
         for name in ("scales", "on the gpu"):
-            self.assertTrue(cases[name].output.startswith(
-                "the submission time budget of 3 s was spent before this test case began"),
-                cases[name].output)
+            self.assertTrue(cases[name].output.startswith(spent + " before this test case began"),
+                            cases[name].output)
 
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
         self.fake("solutions", "test_99_fake_mpi")

@@ -33,13 +33,30 @@ def _children():
     return out
 
 
+def _children_of(pid):
+    """The child pids of pid from /proc/PID/task/TID/children (CONFIG_PROC_CHILDREN)."""
+    out = []
+    try:
+        for tid in os.listdir(f"/proc/{pid}/task"):
+            with open(f"/proc/{pid}/task/{tid}/children") as f:
+                out += [int(c) for c in f.read().split()]
+    except OSError:
+        pass
+    return out
+
+
 def processes_of(pid):
-    """pid and every process below it."""
-    children, found, todo = _children(), [], [pid]
+    """pid and every process below it: from each process's list of children where the
+    kernel keeps one (a few files), else from every process's parent (all of /proc)."""
+    if os.path.exists(f"/proc/{pid}/task/{pid}/children"):
+        children = None
+    else:
+        children = _children()
+    found, todo = [], [pid]
     while todo:
         p = todo.pop()
         found.append(p)
-        todo += children.get(p, [])
+        todo += _children_of(p) if children is None else children.get(p, [])
     return found
 
 
@@ -82,7 +99,7 @@ class LaunchWatch:
     def __call__(self, pid):
         if self.memory_mib and memory_kib(pid) > self.memory_mib << 10:
             return (f"memory budget of {self.memory_mib} MiB exceeded (all the launch's "
-                    "processes together); the run was killed")
+                    "processes together; tools/grade --memory-limit sets it); the run was killed")
         used = disk_used(pid, self.disk_size) if self.disk_mib else None
         if used is not None and used > self.disk_mib << 20:
             from .sandbox_root import disk_exceeded
@@ -97,7 +114,8 @@ class TimeBudget:
         self.seconds, self.spent = seconds, 0.0
 
     def words(self):
-        return f"the submission time budget of {self.seconds:g} s was spent"
+        return (f"the submission time budget of {self.seconds:g} s was spent (all its test "
+                "launches together; tools/grade --submission-budget sets it)")
 
     def left(self):
         """Seconds left (None: no budget)."""

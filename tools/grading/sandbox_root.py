@@ -153,4 +153,5 @@ def disk_check_lines(budget_mib):
 
 def disk_exceeded(budget_mib):
     """The words of a launch over its disk budget."""
-    return f"disk budget of {budget_mib} MiB exceeded (the launch's files, /tmp and /dev/shm in all)"
+    return (f"disk budget of {budget_mib} MiB exceeded (the launch's files, /tmp and /dev/shm "
+            "in all; tools/grade --disk-limit sets it)")
