@@ -1404,6 +1404,13 @@ class EndToEndTest(unittest.TestCase):
                             conf.env(dict(os.environ)), watch=conf.watch())
         return conf.over_budget(r)
 
+    def test_the_header_names_the_launch_budgets(self):
+        conf = confine.Confinement(memory_mb=100, file_mb=5, disk_mb=50)
+        if not conf.active:
+            self.skipTest(conf.note)
+        for words in ("in a root of their own", "memory 100 MiB", "disk 50 MiB", "files 5 MiB"):
+            self.assertIn(words, conf.note)
+
     def test_a_launch_over_its_memory_budget_is_killed(self):
         conf = confine.Confinement(memory_mb=300, file_mb=1)
         r = self.confined_run(conf, MEMORY_HOG)
