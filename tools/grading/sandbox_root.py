@@ -8,6 +8,7 @@ folders, the machine's /tmp) is not there at all, rather than covered where know
 launch's writable places, its folder, /tmp (and /var/tmp, a link to it) and /dev/shm, are
 folders of that tmpfs: they go when the launch ends, and its size is the launch's disk
 budget."""
+import functools
 import glob
 import os
 import shlex
@@ -49,9 +50,10 @@ TOOLKIT_PROGRAMS = ("nvcc", "c++", "cc", "g++", "gcc", "mpirun", "ninja", "ccach
 q = shlex.quote
 
 
+@functools.lru_cache(maxsize=None)
 def allowed_paths():
     """The system paths a launch sees: SYSTEM_PATHS this machine has, and the /opt prefixes
-    of TOOLKIT_PROGRAMS (e.g. /opt/cuda for /opt/cuda/bin/nvcc)."""
+    of TOOLKIT_PROGRAMS (e.g. /opt/cuda for /opt/cuda/bin/nvcc). Looked up once."""
     paths = [p for p, _ in SYSTEM_PATHS if os.path.lexists(p)]
     for name in TOOLKIT_PROGRAMS:
         found = shutil.which(name)
@@ -59,7 +61,7 @@ def allowed_paths():
         prefix = os.path.dirname(os.path.dirname(real))
         if real.startswith("/opt/") and prefix != "/opt" and prefix not in paths:
             paths.append(prefix)
-    return paths
+    return tuple(paths)
 
 
 def inside_allowed(path):
@@ -119,7 +121,7 @@ def root_lines(root, size_kib, folder, steps=(), owner=None, tools=None):
     writable = ["/tmp", "/dev/shm", folder]
     lines = [f"{t['mount']} -t tmpfs -o size={size_kib}k,mode=755 mgpu-launch {q(root)}",
              f"cd {q(root)}", *_skeleton(binds + [("cover", "", w) for w in writable]),
-             "mkdir proc var .old", "chmod 1777 tmp dev/shm", "ln -s ../tmp var/tmp",
+             "mkdir -p proc var .old", "chmod 1777 tmp dev/shm", "ln -s ../tmp var/tmp",
              "ln -s /proc/self/fd dev/fd",
              *(f"ln -s /proc/self/fd/{i} dev/{n}" for i, n in enumerate(("stdin", "stdout", "stderr"))),
              f"{t['mount']} --no-canonicalize --rbind /proc proc"]
