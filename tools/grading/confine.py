@@ -24,6 +24,8 @@ from .sandbox_root import (copy_out_lines, disk_check_lines, disk_exceeded, insi
 NOBODY = 65534
 MIB = 1 << 20
 OUT_FD = 9   # the launch's descriptor of its folder on the grader's side (see wrap)
+
+
 def _tools():
     found = {t: shutil.which(t) or next((p for p in (f"/usr/sbin/{t}", f"/sbin/{t}")
                                          if os.access(p, os.X_OK)), None)
