@@ -123,7 +123,8 @@ def root_lines(root, size_kib, folder, steps=(), owner=None, tools=None):
              f"cd {q(root)}", *_skeleton(binds + [("cover", "", w) for w in writable]),
              "mkdir -p proc var .old", "chmod 1777 tmp dev/shm", "ln -s ../tmp var/tmp",
              "ln -s /proc/self/fd dev/fd",
-             *(f"ln -s /proc/self/fd/{i} dev/{n}" for i, n in enumerate(("stdin", "stdout", "stderr"))),
+             *(f"ln -s /proc/self/fd/{i} dev/{n}"
+               for i, n in enumerate(("stdin", "stdout", "stderr"))),
              f"{t['mount']} --no-canonicalize --rbind /proc proc"]
     if owner:
         lines.append(f"chown {owner} .{q(folder)}")
