@@ -928,16 +928,23 @@ sys.exit(failed)
 '''
 
 
-# What a confined launch can do: its network, its uid, a hidden folder, file and memory limits.
+# What a confined launch can do: its network, its uid, a hidden folder, a world-readable
+# folder nobody named (another copy of the course), /var/tmp, file and memory limits.
 PROBE = r'''#!/usr/bin/env python3
 import os, socket, sys
 print("net=" + str(sorted(n for _, n in socket.if_nameindex())).replace(" ", ""))
 print("uid=%d" % os.getuid())
-try:
-    os.listdir(sys.argv[1]); print("secret=readable")
-except OSError:
-    print("secret=unreadable")
+for name, path in (("secret", sys.argv[1]), ("other", sys.argv[3])):
+    try:
+        os.listdir(path); print(name + "=readable")
+    except OSError:
+        print(name + "=unreadable")
 open(sys.argv[2], "w").write("planted")   # /tmp of its own: gone after the launch
+try:
+    open(sys.argv[4], "w").write("planted")   # /var/tmp: of its own too
+    print("vartmp=written")
+except OSError:
+    print("vartmp=refused")
 try:
     with open("/tmp/big", "wb") as f:
         f.write(b"x" * (2 << 20))
@@ -950,6 +957,30 @@ try:
     print("hog=allocated")
 except MemoryError:
     print("hog=refused")
+'''
+
+# A launch of three processes that each hold 150 MiB (under a per-process limit of 300 MiB,
+# over a launch budget of 300 MiB together), then rest.
+MEMORY_HOG = r'''#!/usr/bin/env python3
+import os, time
+n = 150 << 20
+for _ in range(2):
+    if os.fork() == 0:
+        break
+held = bytearray(n)
+held[::4096] = b"x" * (n // 4096)   # every page touched: resident
+time.sleep(20)
+'''
+
+# 30 MiB into each of its folder, /tmp and /dev/shm (a disk budget of 64 MiB holds two).
+DISK_HOG = r'''#!/usr/bin/env python3
+for path in ("here", "/tmp/there", "/dev/shm/shared"):
+    try:
+        with open(path, "wb") as f:
+            f.write(b"x" * (30 << 20))
+        print(path, "written")
+    except OSError as e:
+        print(path, e)
 '''
 
 
@@ -1321,6 +1352,13 @@ class EndToEndTest(unittest.TestCase):
             os.environ.clear()
             os.environ.update(old)
 
+    def script(self, name, text):
+        path = os.path.join(self.tmp, name)
+        with open(path, "w") as f:
+            f.write(text)
+        os.chmod(path, 0o755)
+        return path
+
     def test_a_submission_s_tests_run_confined_where_possible(self):
         secret = os.path.join(self.tmp, "solutions")
         with open(os.path.join(secret, "answer.txt"), "w") as f:
@@ -1328,27 +1366,87 @@ class EndToEndTest(unittest.TestCase):
         conf = confine.Confinement(hidden=[secret], memory_mb=512, file_mb=1)
         if not conf.active:
             self.skipTest(conf.note)
-        probe = os.path.join(self.tmp, "probe")
-        with open(probe, "w") as f:
-            f.write(PROBE)
-        os.chmod(probe, 0o755)
+        # Another copy of the course's solutions, world-readable, that nobody named, and a
+        # file the launch writes to /var/tmp (which outlives a grade on the machine).
+        other = tempfile.mkdtemp(prefix="mgpu-grade-test-other-", dir="/var/tmp")
+        os.chmod(other, 0o755)
+        vartmp = f"/var/tmp/mgpu-grade-test-planted-{os.getpid()}"
+        probe = self.script("probe", PROBE)
         leftover = "/tmp/mgpu-grade-test-planted"
         try:
             with confine.Launch(conf) as launch:
-                r = running.run(launch.command([probe, secret, leftover], [probe]), 60,
-                                conf.env(dict(os.environ)))
+                r = running.run(launch.command([probe, secret, leftover, other, vartmp], [probe]),
+                                60, conf.env(dict(os.environ)))
         finally:
-            planted = os.path.exists(leftover)
-            if planted:
-                os.unlink(leftover)
+            planted = [p for p in (leftover, vartmp) if os.path.exists(p)]
+            for p in planted:
+                os.unlink(p)
+            shutil.rmtree(other)
         self.assertEqual(r.rc, 0, r.stderr)
         got = dict(line.split("=", 1) for line in r.stdout.split())
         self.assertEqual(got["net"], "['lo']")
-        self.assertEqual(got["uid"], "65534" if os.geteuid() == 0 else str(os.geteuid()))
+        # uid 65534 where the grader is root; else the grading user, root of its namespace
+        self.assertEqual(got["uid"], "65534" if os.geteuid() == 0 else "0")
         self.assertEqual(got["secret"], "unreadable")
+        self.assertEqual(got["other"], "unreadable", "a folder outside the allow-list was seen")
+        self.assertEqual(got["vartmp"], "written")   # into the launch's own /var/tmp
         self.assertEqual(got["big"], "refused")
         self.assertEqual(got["hog"], "refused")
-        self.assertFalse(planted, "a file the launch wrote to /tmp outlived it")
+        self.assertFalse(planted, "a file the launch wrote to /tmp or /var/tmp outlived it")
+
+    def confined_run(self, conf, text, timeout=60):
+        """Runs the script `text` as a confined launch of conf, as running.Runner does."""
+        if not conf.active:
+            self.skipTest(conf.note)
+        path = self.script("hog", text)
+        with confine.Launch(conf) as launch:
+            r = running.run(launch.command([path], [path]), timeout,
+                            conf.env(dict(os.environ)), watch=conf.watch())
+        return conf.over_budget(r)
+
+    def test_the_header_names_the_launch_budgets(self):
+        conf = confine.Confinement(memory_mb=100, file_mb=5, disk_mb=50)
+        if not conf.active:
+            self.skipTest(conf.note)
+        for words in ("in a root of their own", "memory 100 MiB", "disk 50 MiB", "files 5 MiB"):
+            self.assertIn(words, conf.note)
+
+    def test_a_launch_over_its_memory_budget_is_killed(self):
+        conf = confine.Confinement(memory_mb=300, file_mb=1)
+        r = self.confined_run(conf, MEMORY_HOG)
+        self.assertLess(r.seconds, 15, r.stdout + r.stderr)
+        self.assertEqual(r.why_incomplete(300), "memory budget of 300 MiB exceeded (all the "
+                         "launch's processes together; tools/grade --memory-limit sets it); "
+                         "the run was killed")
+
+    def test_a_launch_over_its_disk_budget_fails(self):
+        conf = confine.Confinement(memory_mb=0, file_mb=100, disk_mb=64)
+        r = self.confined_run(conf, DISK_HOG)
+        self.assertLess(r.rc, 0, r.stdout + r.stderr)
+        self.assertTrue(r.why_incomplete(300).startswith(
+            "disk budget of 64 MiB exceeded (the launch's files, /tmp and /dev/shm in all; "
+            "tools/grade --disk-limit sets it)"), r.why_incomplete(300))
+        self.assertIn("/dev/shm/shared [Errno 28] No space left on device", r.stdout)
+
+    def test_a_submission_s_time_budget_stops_its_launches(self):
+        os.environ["FAKE_ADDS"] = "hang"
+        try:
+            runner = running.Runner(60, self.tmp, os.path.dirname(HERE), budget=3)
+        finally:
+            del os.environ["FAKE_ADDS"]
+        exe = os.path.join(self.tmp, "lessons", "99_fake", "test_99_fake")
+        expected = [("adds", "[99_fake][task1][points:2]"), ("scales", "[99_fake][task2][points:3]"),
+                    ("on the gpu", "[99_fake][task2][points:1][gpu]")]
+        cases = {c.name: c for c in runner.run_binary(exe, "", expected)}
+        self.assertLess(runner.budget.spent, 10)
+        self.assertEqual({c.status for c in cases.values()}, {"failed"})
+        spent = ("the submission time budget of 3 s was spent (all its test launches together; "
+                 "tools/grade --submission-budget sets it)")
+        self.assertTrue(cases["adds"].output.startswith(spent + "; the run was killed"),
+                        cases["adds"].output)
+        for name in ("scales", "on the gpu"):
+            self.assertTrue(cases[name].output.startswith(spent + " before this test case began"),
+                            cases[name].output)
 
     def test_mpi_case_must_pass_with_2_and_3_ranks(self):
         self.fake("solutions", "test_99_fake_mpi")

@@ -8,6 +8,7 @@ import shutil
 
 from .catch2 import Case, name_filter, parse_catch_xml, parse_test_list
 from .confine import Launch, Unconfined
+from .budgets import TimeBudget
 from .process import run
 from .verdicts import RECORD_ENV, judge, read_launch_records
 
@@ -48,8 +49,11 @@ class Runner:
     so one bug in one task never zeroes the rest of the lesson."""
 
     def __init__(self, timeout, workdir, root, gpu_expected=False, decoy=False, confinement=None,
-                 gpu_possible=True):
+                 gpu_possible=True, budget=0):
         self.timeout = timeout or None   # 0: no limit
+        # budget: seconds all the launches of a submission may take together (0: no limit);
+        # once spent, the launches left are not run and their cases fail saying so.
+        self.budget = TimeBudget(budget)
         # How each launch runs (confine.Confinement: a submission's tests), else as it is.
         self.confinement = confinement or Unconfined()
         # decoy: before its cases, each binary runs once with a filter that selects none
@@ -64,6 +68,9 @@ class Runner:
         self.workdir = workdir
         mpirun = os.path.join(root, "tools", "mpirun")   # the course's mpirun settings
         self.mpirun = mpirun if shutil.which("mpirun") and os.access(mpirun, os.X_OK) else None
+        # The filter of its standard error, which it runs from its own folder.
+        self.mpirun_programs = [p for p in (mpirun, os.path.join(root, "tools", "mpirun-quiet"))
+                                if os.path.isfile(p)]
         self.env = dict(os.environ)
         # Containers often forbid the cross-memory attach Open MPI uses between ranks.
         self.env.setdefault("OMPI_MCA_btl_vader_single_copy_mechanism", "none")
@@ -90,11 +97,15 @@ class Runner:
 
     def _run(self, launch, prefix, exe, args, timeout, env=None):
         """Runs exe with args after prefix ([] or mpirun's) as this launch does."""
-        programs = [exe] + [p for p in prefix[:1] if p == self.mpirun]
+        programs = [exe] + (self.mpirun_programs if prefix[:1] == [self.mpirun] else [])
+        if self.budget.left() == 0:
+            return self.budget.not_run()
+        timeout, by_budget = self.budget.limit(timeout)
         r = run(launch.command(prefix + [exe, *args], programs), timeout,
-                dict(self.env, **(env or {})), self.workdir)
-        r.rc = self.confinement.status(r.rc) if not r.timed_out else r.rc
-        return r
+                dict(self.env, **(env or {})), self.workdir, self.confinement.watch())
+        r.rc = self.confinement.status(r.rc) if not (r.timed_out or r.stopped) else r.rc
+        self.budget.charge(r, by_budget)
+        return self.confinement.over_budget(r)
 
     def list_cases(self, prefix, exe, filt):
         common = ["--use-colour", "no", filt]

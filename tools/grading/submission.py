@@ -298,7 +298,8 @@ def grade_submission(args, root, grade):
     args.hidden = [checkout, root, student, os.path.expanduser("~")]
     if os.path.dirname(student).count(os.sep) >= 2:
         args.hidden.append(os.path.dirname(student))
-    confinement = Confinement(args.hidden, args.memory_limit, args.file_size_limit)
+    confinement = Confinement(args.hidden, args.memory_limit, args.file_size_limit,
+                              args.disk_limit)
     notes.append("The submission's code compiles confined too: " + (
         "as the tests run, seeing the clean copy without its solutions/ (see docs/instructors.md)."
         if confinement.active else "no: " + confinement.note.split(": ", 1)[-1]))
