@@ -1,5 +1,5 @@
-// Lesson 01, task 1: the learner's Linear (nn::Linear's forward and backward), forward values and gradients (finite
-// differences in f64), accumulation, hooks, frozen weights.
+// Lesson 01, task 1: the learner's Linear (nn::Linear's forward and backward), forward
+// values and gradients (finite differences in f64), accumulation, hooks, frozen weights.
 #include "single_gpu_test_util.h"
 #include "mgpu/nn/init.h"
 
