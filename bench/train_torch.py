@@ -40,7 +40,7 @@ MEAN, STD = 0.2860, 0.3530  # the training set's, as in mgpu::data::FashionMNIST
 
 
 def make_model(name):
-    """The layers of lesson01::make_model (PyTorch's default initialisation is ours too)."""
+    """The layers of nn::make_model (PyTorch's default initialisation is ours too)."""
     if name == "mlp":
         return nn.Sequential(nn.Flatten(), nn.Linear(784, 256), nn.ReLU(),
                              nn.Linear(256, 128), nn.ReLU(), nn.Linear(128, 10))

@@ -22,11 +22,11 @@ int train(const app::Options& opt) {
   auto train_loader = app::train_loader(data, opt, device);
   auto test_loader = app::test_loader(data, device, 1000);
 
-  // The model and the optimizer: your Linear and your SGD.
+  // The model and the optimizer: the library's, with your Linear and your SGD in them.
   nn::manual_seed(opt.seed);
-  auto model = l01::make_model(opt.model);
+  auto model = nn::make_model(opt.model);
   model->to(device);
-  l01::SGD optimizer(model->parameters(), opt.lr, opt.momentum, opt.weight_decay);
+  optim::SGD optimizer(model->parameters(), {opt.lr, opt.momentum, opt.weight_decay});
   nn::CrossEntropyLoss loss_fn;
   std::printf("%s; %s, %s schedule over %d epochs\n",
               app::model_line(opt.model, model->num_parameters()).c_str(),

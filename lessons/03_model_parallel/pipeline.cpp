@@ -145,12 +145,12 @@ StepStats Pipeline::train_step(const Tensor& x, const Tensor& labels, const Sche
       if (k + 1 < K && stages_[k + 1].device != stage.device) to_next.emplace(Stream::comm(stages_[k + 1].device));
       if (k > 0 && stages_[k - 1].device != stage.device) to_prev.emplace(Stream::comm(stages_[k - 1].device));
       const Stream compute = Stream::current(stage.device);
-      for (const Op& op : s.stage_ops(k)) {
+      for (const PipeOp& op : s.stage_ops(k)) {
         const int m = op.micro;
         double start = 0;
         Mailbox* send_to = nullptr;  // where this op's output goes, if anywhere
         Tensor sent;
-        if (op.kind == OpKind::forward) {
+        if (op.pass == Pass::forward) {
           const Tensor in = inputs[k].take(m, timeout_s_, abort, "activation", k);
           start = now_us();
           Tensor out;

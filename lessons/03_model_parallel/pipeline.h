@@ -21,6 +21,7 @@
 
 #include "mgpu/device.h"
 #include "mgpu/nn/module.h"
+#include "mgpu/parallel/pp/pipe_schedule.h"
 #include "mgpu/tensor.h"
 
 namespace mgpu::lesson03 {
@@ -62,14 +63,12 @@ std::vector<std::size_t> balanced_boundaries(nn::Sequential& model, int num_stag
 
 // ---- Task 2: the GPipe schedule (schedule.cpp) -----------------------------------------------
 
-enum class OpKind { forward, backward };
-
-/// One unit of work: the forward or backward of micro-batch `micro` on one stage.
-struct Op {
-  OpKind kind = OpKind::forward;
-  int micro = 0;
-  bool operator==(const Op& o) const { return kind == o.kind && micro == o.micro; }
-};
+/// Forward or backward, and one unit of work: the forward or backward of micro-batch
+/// `micro` on one stage. Both are the library's pipeline vocabulary
+/// (mgpu/parallel/pp/pipe_schedule.h), which lesson 15's pipeline across processes speaks
+/// too; here PipeOp's `chunk` is always 0: one piece of the model per stage.
+using parallel::pp::Pass;
+using parallel::pp::PipeOp;
 
 /// A schedule on a clock: ticks[t][k] is what stage k does at tick t (nullopt = idle).
 /// Every op takes one tick; it is the schedule's own step count, not wall time.
@@ -77,10 +76,10 @@ struct Schedule {
   std::string name;
   int num_stages = 0;
   int num_micro = 0;
-  std::vector<std::vector<std::optional<Op>>> ticks;
+  std::vector<std::vector<std::optional<PipeOp>>> ticks;
 
   /// Stage k's ops in the order it runs them (its column, idle ticks skipped).
-  std::vector<Op> stage_ops(int k) const;
+  std::vector<PipeOp> stage_ops(int k) const;
   /// Idle (stage, tick) slots over all slots.
   double idle_fraction() const;
   /// The schedule as text, one row per stage: "F0 F1 .  B1 B0".
@@ -97,7 +96,7 @@ Schedule gpipe_schedule(int num_stages, int num_micro);
 Schedule naive_schedule(int num_stages, int num_micro);
 
 /// 1F1B on the clock (given): each stage's one_f_one_b_order, every op placed at the
-/// earliest tick its input allows. Same length and idle fraction as GPipe; stage k holds at
+/// earliest tick its input allows (the library's parallel::pp::simulate). Same length and idle fraction as GPipe; stage k holds at
 /// most K - k micro-batches' activations instead of M.
 Schedule one_f_one_b_schedule(int num_stages, int num_micro);
 
@@ -112,12 +111,11 @@ void check_schedule(const Schedule& s);
 
 // ---- Task 4: the 1F1B order (one_f_one_b.cpp) -------------------------------------------------
 
-/// Stage k's ops under 1F1B (one forward, one backward), in the order it runs them: a
-/// warm-up of min(K - 1 - k, M) forwards, then one forward and one backward while forwards
-/// remain, then the remaining backwards; forwards and backwards each in micro-batch order.
-/// Stage k then holds at most K - k micro-batches at once. Throws unless K >= 1, M >= 1
-/// and 0 <= stage < K.
-std::vector<Op> one_f_one_b_order(int num_stages, int num_micro, int stage);
+/// Stage k's ops under 1F1B, one_f_one_b_order(K, M, k): the library declares it
+/// (mgpu/parallel/pp/pipe_schedule.h: a warm-up of min(K - 1 - k, M) forwards, then one
+/// forward and one backward while forwards remain, then the remaining backwards), your
+/// one_f_one_b.cpp defines it, and the library's pipeline schedules run its reference.
+using parallel::pp::one_f_one_b_order;
 
 // ---- Task 3: micro-batches and gradient accumulation (accumulate.cpp) -------------------------
 
@@ -144,7 +142,7 @@ MicroLoss micro_batch_loss(const Tensor& logits, const Tensor& labels, std::int6
 /// When one op ran, on the host's steady clock (microseconds since the step began).
 struct OpTiming {
   int stage = 0;
-  Op op;
+  PipeOp op;
   double start_us = 0, end_us = 0;
 };
 

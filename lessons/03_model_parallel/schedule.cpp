@@ -14,7 +14,7 @@ Schedule empty_schedule(const char* name, int num_stages, int num_micro, int num
   s.num_stages = num_stages;
   s.num_micro = num_micro;
   s.ticks.assign(static_cast<std::size_t>(num_ticks),
-                 std::vector<std::optional<Op>>(static_cast<std::size_t>(num_stages)));
+                 std::vector<std::optional<PipeOp>>(static_cast<std::size_t>(num_stages)));
   return s;
 }
 
@@ -26,8 +26,8 @@ Schedule naive_schedule(int num_stages, int num_micro) {
   // Micro-batch m owns ticks [2Km, 2K(m+1)): K forwards down the stages, K backwards up.
   for (int m = 0; m < M; ++m) {
     for (int k = 0; k < K; ++k) {
-      s.ticks[2 * K * m + k][k] = Op{OpKind::forward, m};
-      s.ticks[2 * K * m + K + (K - 1 - k)][k] = Op{OpKind::backward, m};
+      s.ticks[2 * K * m + k][k] = PipeOp{Pass::forward, m};
+      s.ticks[2 * K * m + K + (K - 1 - k)][k] = PipeOp{Pass::backward, m};
     }
   }
   return s;
@@ -37,8 +37,8 @@ Schedule gpipe_schedule(int num_stages, int num_micro) {
   const int K = num_stages, M = num_micro;
   Schedule s = empty_schedule("gpipe", K, M, 2 * (M + K - 1));
   // What you have: K stages, M micro-batches, 2 (M + K - 1) ticks; naive_schedule (above),
-  // the worked example; s.ticks[t][k] (tick t, stage k) = Op{OpKind::forward or
-  // OpKind::backward, m}.
+  // the worked example; s.ticks[t][k] (tick t, stage k) = PipeOp{Pass::forward or
+  // Pass::backward, m}.
   // TODO(task2) BEGIN: chapter §3's GPipe table for any K and M: every micro-batch's forward
   // and backward on every stage, each once. Invariants: a slot holds one op; an op runs only
   // after its input was produced (check_schedule checks that); no stage idles between its

@@ -1,5 +1,5 @@
 // What every schedule shares: reading it per stage, its idle fraction, drawing it,
-// checking it, and 1F1B on the clock (each stage's order of task 4, simulated).
+// checking it, and 1F1B on the clock (each stage's order of task 4 on the library's clock).
 #include <algorithm>
 #include <cmath>
 #include <map>
@@ -9,54 +9,9 @@
 #include "pipeline.h"
 
 namespace mgpu::lesson03 {
-namespace {
 
-std::string label(const Op& op) {
-  return (op.kind == OpKind::forward ? "F" : "B") + std::to_string(op.micro);
-}
-
-// Places each stage's ops, in their order, at the earliest tick their inputs allow:
-// forward m on stage k after forward m on stage k - 1; backward m on stage k after
-// backward m on stage k + 1, or after forward m on the last stage. One op per tick.
-Schedule simulate(const char* name, const std::vector<std::vector<Op>>& orders, int num_micro) {
-  const int K = static_cast<int>(orders.size());
-  Schedule s;
-  s.name = name;
-  s.num_stages = K;
-  s.num_micro = num_micro;
-  std::map<std::tuple<int, int, int>, int> done_at;  // (kind, micro, stage) -> tick
-  std::vector<std::size_t> next(orders.size(), 0);
-  auto finished = [&](OpKind kind, int m, int k, int before) {
-    auto it = done_at.find({static_cast<int>(kind), m, k});
-    return it != done_at.end() && it->second < before;
-  };
-  for (int t = 0;; ++t) {
-    bool all_done = true;
-    std::vector<std::optional<Op>> row(static_cast<std::size_t>(K));
-    for (int k = 0; k < K; ++k) {
-      if (next[k] == orders[k].size()) continue;
-      all_done = false;
-      const Op op = orders[k][next[k]];
-      const bool ready = op.kind == OpKind::forward
-                             ? (k == 0 || finished(OpKind::forward, op.micro, k - 1, t))
-                             : (k == K - 1 ? finished(OpKind::forward, op.micro, k, t)
-                                           : finished(OpKind::backward, op.micro, k + 1, t));
-      if (!ready) continue;
-      row[k] = op;
-      done_at[{static_cast<int>(op.kind), op.micro, k}] = t;
-      ++next[k];
-    }
-    if (all_done) break;
-    s.ticks.push_back(row);
-    MGPU_CHECK(t < 4 * K * num_micro + 4 * K, name, ": the stage orders deadlock");
-  }
-  return s;
-}
-
-}  // namespace
-
-std::vector<Op> Schedule::stage_ops(int k) const {
-  std::vector<Op> ops;
+std::vector<PipeOp> Schedule::stage_ops(int k) const {
+  std::vector<PipeOp> ops;
   for (const auto& row : ticks)
     if (row.at(static_cast<std::size_t>(k))) ops.push_back(*row[k]);
   return ops;
@@ -73,12 +28,12 @@ double Schedule::idle_fraction() const {
 }
 
 std::string Schedule::draw() const {
-  const std::size_t width = label(Op{OpKind::backward, std::max(0, num_micro - 1)}).size() + 1;
+  const std::size_t width = PipeOp{Pass::backward, std::max(0, num_micro - 1)}.str().size() + 1;
   std::ostringstream os;
   for (int k = 0; k < num_stages; ++k) {
     os << "stage " << k << " ";
     for (const auto& row : ticks) {
-      std::string cell = row[k] ? label(*row[k]) : ".";
+      std::string cell = row[k] ? row[k]->str() : ".";
       os << cell << std::string(width - cell.size(), ' ');
     }
     os << "\n";
@@ -90,15 +45,27 @@ Schedule one_f_one_b_schedule(int num_stages, int num_micro) {
   const int K = num_stages, M = num_micro;
   MGPU_CHECK(K >= 1 && M >= 1, "one_f_one_b_schedule: need K >= 1 and M >= 1, got K = ", K,
              ", M = ", M);
-  std::vector<std::vector<Op>> orders;
+  std::vector<std::vector<PipeOp>> orders;
   for (int k = 0; k < K; ++k) orders.push_back(one_f_one_b_order(K, M, k));
-  return simulate("1f1b", orders, M);
+  // The library's clock places each op at the earliest tick its input allows (and names the
+  // ops that wait forever, should the orders deadlock); its rows are stages, a Schedule's
+  // rows are ticks.
+  const parallel::pp::Timeline clock = parallel::pp::simulate(orders, K, 1, M);
+  Schedule s;
+  s.name = "1f1b";
+  s.num_stages = K;
+  s.num_micro = M;
+  s.ticks.assign(static_cast<std::size_t>(clock.span()),
+                 std::vector<std::optional<PipeOp>>(static_cast<std::size_t>(K)));
+  for (std::size_t t = 0; t < s.ticks.size(); ++t)
+    for (std::size_t k = 0; k < s.ticks[t].size(); ++k) s.ticks[t][k] = clock.slots[k][t];
+  return s;
 }
 
 int max_in_flight(const Schedule& s, int k) {
   int held = 0, most = 0;
-  for (const Op& op : s.stage_ops(k)) {
-    held += op.kind == OpKind::forward ? 1 : -1;
+  for (const PipeOp& op : s.stage_ops(k)) {
+    held += op.pass == Pass::forward ? 1 : -1;
     most = std::max(most, held);
   }
   return most;
@@ -112,26 +79,26 @@ void check_schedule(const Schedule& s) {
                s.ticks[t].size(), " stages, expected ", K);
     for (int k = 0; k < K; ++k) {
       if (!s.ticks[t][k]) continue;
-      const Op& op = *s.ticks[t][k];
+      const PipeOp& op = *s.ticks[t][k];
       MGPU_CHECK(op.micro >= 0 && op.micro < M, s.name, ": tick ", t, " stage ", k,
                  " names micro-batch ", op.micro, " of ", M);
-      const bool fresh = at.emplace(std::make_tuple(static_cast<int>(op.kind), op.micro, k),
+      const bool fresh = at.emplace(std::make_tuple(static_cast<int>(op.pass), op.micro, k),
                                     static_cast<int>(t)).second;
-      MGPU_CHECK(fresh, s.name, ": ", label(op), " runs twice on stage ", k);
+      MGPU_CHECK(fresh, s.name, ": ", op.str(), " runs twice on stage ", k);
     }
   }
-  auto tick_of = [&](OpKind kind, int m, int k) {
+  auto tick_of = [&](Pass kind, int m, int k) {
     auto it = at.find({static_cast<int>(kind), m, k});
-    MGPU_CHECK(it != at.end(), s.name, ": ", label({kind, m}), " never runs on stage ", k);
+    MGPU_CHECK(it != at.end(), s.name, ": ", PipeOp{kind, m}.str(), " never runs on stage ", k);
     return it->second;
   };
   for (int m = 0; m < M; ++m)
     for (int k = 0; k < K; ++k) {
-      const int f = tick_of(OpKind::forward, m, k), b = tick_of(OpKind::backward, m, k);
+      const int f = tick_of(Pass::forward, m, k), b = tick_of(Pass::backward, m, k);
       if (k > 0)
-        MGPU_CHECK(f > tick_of(OpKind::forward, m, k - 1), s.name, ": F", m, " on stage ", k,
+        MGPU_CHECK(f > tick_of(Pass::forward, m, k - 1), s.name, ": F", m, " on stage ", k,
                    " (tick ", f, ") runs before its input exists");
-      const int needed = k == K - 1 ? f : tick_of(OpKind::backward, m, k + 1);
+      const int needed = k == K - 1 ? f : tick_of(Pass::backward, m, k + 1);
       MGPU_CHECK(b > needed, s.name, ": B", m, " on stage ", k, " (tick ", b,
                  ") runs before its gradient exists (tick ", needed, ")");
     }

@@ -20,7 +20,7 @@ std::string draw_timeline(const StepStats& stats, int num_stages, int width) {
       const int c1 = std::min(width - 1, static_cast<int>(t.end_us / col));
       for (int c = c0; c <= c1; ++c) {
         const double overlap = std::min(t.end_us, (c + 1) * col) - std::max(t.start_us, c * col);
-        if (overlap > 0) (t.op.kind == OpKind::forward ? fwd : bwd)[c] += overlap;
+        if (overlap > 0) (t.op.pass == Pass::forward ? fwd : bwd)[c] += overlap;
       }
     }
     os << "stage " << k << " |";
@@ -42,7 +42,7 @@ void trace_step(app::Trace& trace, const StepStats& stats, double step_start_s,
   for (const OpTiming& t : stats.ops) {
     const std::string track = "stage " + std::to_string(t.stage) + " on " +
                               devices.at(static_cast<std::size_t>(t.stage)).str();
-    const bool fwd = t.op.kind == OpKind::forward;
+    const bool fwd = t.op.pass == Pass::forward;
     trace.span(track, (fwd ? "F" : "B") + std::to_string(t.op.micro),
                step_start_s + t.start_us * 1e-6, step_start_s + t.end_us * 1e-6,
                {{"step", static_cast<double>(step)}, {"micro_batch", static_cast<double>(t.op.micro)}});

@@ -17,11 +17,12 @@
 #include <string>
 #include <vector>
 
-#include "collectives.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/app/ranks.h"
 #include "mgpu/dist/dist.h"
+#include "mgpu/dist/ring.h"
 #include "mgpu/ops.h"
+#include "mgpu/perf/link_model.h"
 #include "mgpu/stream.h"
 
 namespace {
@@ -29,7 +30,7 @@ namespace {
 using mgpu::Device;
 using mgpu::Tensor;
 namespace dist = mgpu::dist;
-namespace l04 = mgpu::lesson04;
+namespace perf = mgpu::perf;
 
 constexpr std::int64_t kMaxBytes = std::int64_t(64) << 30;  // keeps every size product in int64
 constexpr int kMinCalls = 3;  // timed calls per round at least, however long one call takes
@@ -190,7 +191,7 @@ int main(int argc, char** argv) {
     auto sync = [&] {
       if (dev.is_cuda()) mgpu::synchronize(dev);
     };
-    auto ring = [&](const Tensor& t) { l04::ring_all_reduce(*pg, t); sync(); };
+    auto ring = [&](const Tensor& t) { dist::ring_all_reduce(*pg, t); sync(); };
     auto library = [&](const Tensor& t) { pg->all_reduce(t).wait(); sync(); };
 
     // Is the ring there at all? An unfinished exercise throws at once, on every rank alike.
@@ -198,7 +199,7 @@ int main(int argc, char** argv) {
     std::string ring_missing;
     try {
       Tensor probe = rank_data(4 * p, r, dev);
-      l04::ring_all_reduce(*pg, probe);
+      dist::ring_all_reduce(*pg, probe);
     } catch (const mgpu::Error& e) {
       have_ring = false;
       ring_missing = e.what();
@@ -225,7 +226,7 @@ int main(int argc, char** argv) {
       // Correctness first: the ring's result against the library's, element by element.
       if (have_ring) {
         Tensor a = rank_data(row.count, r, dev), b = rank_data(row.count, r, dev);
-        l04::ring_all_reduce(*pg, a);
+        dist::ring_all_reduce(*pg, a);
         pg->all_reduce(b).wait();
         std::vector<float> va = a.to_vector<float>(), vb = b.to_vector<float>();
         std::int64_t wrong = 0;
@@ -299,17 +300,17 @@ int main(int argc, char** argv) {
 
     // Task 4: the alpha-beta model of the ring, and how well it predicts each size.
     if (have_ring && rows.size() >= 2) {
-      std::vector<l04::Timing> timings;
+      std::vector<perf::AllReduceTiming> timings;
       for (const Row& row : rows) timings.push_back({static_cast<double>(row.bytes), row.ring_s});
       try {
-        l04::AlphaBeta m = l04::fit_alpha_beta(timings, p);
+        perf::AlphaBeta m = perf::fit_alpha_beta(timings, p);
         dist::log0("#");
         dist::log0("# alpha-beta fit of the ring (T = 2(p-1) alpha + 2(p-1)/p n beta, p = ", p,
                    "): alpha = ", m.alpha * 1e6, " us per message, beta = ", m.beta * 1e9,
                    " ns/B (", m.bandwidth_gbs(), " GB/s per link)");
         dist::log0("#       size   measured(us)  predicted(us)   error");
         for (const Row& row : rows) {
-          double pred = l04::ring_allreduce_seconds(m, static_cast<double>(row.bytes), p);
+          double pred = perf::ring_allreduce_seconds(m, static_cast<double>(row.bytes), p);
           char line[128];
           std::snprintf(line, sizeof line, "%12lld %14.1f %14.1f %6.0f%%",
                         static_cast<long long>(row.bytes), row.ring_s * 1e6, pred * 1e6,

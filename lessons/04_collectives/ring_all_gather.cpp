@@ -1,15 +1,14 @@
-// Lesson 04, task 2: ring all-gather from point-to-point messages.
+// Lesson 04, task 2: ring all-gather from point-to-point messages (mgpu/dist/ring.h).
 //
 // The p ranks form a ring: rank r sends to rank r+1 and receives from rank r-1 (modulo p).
 // The data is cut into p chunks, and on entry rank r holds the finished chunk r (what the
 // reduce-scatter of task 1, ring_reduce_scatter.cpp, leaves). All-gather walks the finished
 // chunks once around the ring, so that after p-1 steps every rank holds every chunk. Every
 // step every rank sends one chunk and receives one, so all links are busy all the time.
-#include "collectives.h"
-
+#include "mgpu/dist/ring.h"
 #include "mgpu/dist/work.h"
 
-namespace mgpu::lesson04 {
+namespace mgpu::dist {
 
 void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
   const int p = pg.size(), r = pg.rank();
@@ -30,4 +29,4 @@ void ring_all_gather(ProcessGroup& pg, const Tensor& data) {
   // TODO(task2) END
 }
 
-}  // namespace mgpu::lesson04
+}  // namespace mgpu::dist

@@ -7,7 +7,7 @@
 #include <fstream>
 #include <sstream>
 
-#include "collectives.h"  // lesson 04 (its reference): fit_alpha_beta
+#include "mgpu/perf/link_model.h"  // fit_alpha_beta (lesson 04's)
 
 namespace mgpu::lesson09 {
 
@@ -90,14 +90,14 @@ perf::AlphaBeta fit_link_from_csv(const std::string& path, int ranks) {
   std::string header;
   std::getline(in, header);
   MGPU_CHECK(header.rfind("bytes,count,ring_us", 0) == 0, path, ": not a bench_allreduce --csv file");
-  std::vector<lesson04::Timing> timings;
+  std::vector<perf::AllReduceTiming> timings;
   for (std::string line; std::getline(in, line);) {
     std::vector<double> v;
     std::stringstream cells(line);
     for (std::string c; std::getline(cells, c, ',');) v.push_back(std::atof(c.c_str()));
     if (v.size() >= 5 && v[4] > 0) timings.push_back({v[0], 1e-6 * v[4]});  // library_us
   }
-  return lesson04::fit_alpha_beta(timings, ranks);
+  return perf::fit_alpha_beta(timings, ranks);
 }
 
 std::vector<MeasuredRun> read_measured_runs(const std::string& path) {

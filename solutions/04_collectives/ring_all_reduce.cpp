@@ -1,13 +1,13 @@
-// Lesson 04, task 3: ring all-reduce from point-to-point messages.
+// Lesson 04, task 3: ring all-reduce from point-to-point messages (mgpu/dist/ring.h).
 //
 // The reduce-scatter (task 1, ring_reduce_scatter.cpp) walks each chunk once around the
 // ring, every rank adding its own piece on the way, so that rank r ends with the finished
 // sum of chunk r; the all-gather (task 2, ring_all_gather.cpp) walks the finished chunks
 // around once more. Together: every rank's data summed over all ranks, with 2(p-1) chunks
 // sent per rank.
-#include "collectives.h"
+#include "mgpu/dist/ring.h"
 
-namespace mgpu::lesson04 {
+namespace mgpu::dist {
 
 void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
   // What you have: data.numel(); pg.size(); ring_all_gather(pg, t) and ring_reduce_scatter(pg,
@@ -23,4 +23,4 @@ void ring_all_reduce(ProcessGroup& pg, const Tensor& data) {
   // TODO(task3) END
 }
 
-}  // namespace mgpu::lesson04
+}  // namespace mgpu::dist

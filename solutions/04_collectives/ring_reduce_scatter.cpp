@@ -1,4 +1,4 @@
-// Lesson 04, task 1: ring reduce-scatter from point-to-point messages.
+// Lesson 04, task 1: ring reduce-scatter from point-to-point messages (mgpu/dist/ring.h).
 //
 // The p ranks form a ring: rank r sends to rank r+1 and receives from rank r-1 (modulo p).
 // The data is cut into p chunks. Reduce-scatter walks each chunk once around the ring,
@@ -6,11 +6,10 @@
 // finished sum of chunk r. Every step every rank sends one chunk and receives one, so all
 // links are busy all the time. The all-gather (task 2, ring_all_gather.cpp) then walks the
 // finished chunks around once more.
-#include "collectives.h"
-
+#include "mgpu/dist/ring.h"
 #include "mgpu/dist/work.h"
 
-namespace mgpu::lesson04 {
+namespace mgpu::dist {
 
 void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
   const int p = pg.size(), r = pg.rank();
@@ -46,4 +45,4 @@ void ring_reduce_scatter(ProcessGroup& pg, const Tensor& data) {
   // TODO(task1) END
 }
 
-}  // namespace mgpu::lesson04
+}  // namespace mgpu::dist

@@ -1,10 +1,10 @@
-// Lesson 01, task 1: the learner's Linear, forward values and gradients (finite
-// differences in f64), accumulation, hooks, frozen weights.
+// Lesson 01, task 1: the learner's Linear (nn::Linear's forward and backward), forward
+// values and gradients (finite differences in f64), accumulation, hooks, frozen weights.
 #include "single_gpu_test_util.h"
 #include "mgpu/nn/init.h"
 
 using namespace lesson01_test;
-using mgpu::lesson01::Linear;
+using mgpu::nn::Linear;
 
 TEST_CASE("task1: Linear forward computes x W^T + b", "[01_single_gpu][task1][points:2]") {
   mgpu::nn::manual_seed(1);

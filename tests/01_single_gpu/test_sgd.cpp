@@ -4,7 +4,7 @@
 #include "mgpu/copy.h"
 
 using namespace lesson01_test;
-using mgpu::lesson01::SGD;
+using mgpu::optim::SGD;
 using mgpu::nn::Parameter;
 
 namespace {
@@ -16,7 +16,7 @@ const std::vector<std::vector<double>> kGrads = {
 void check_three_steps(double lr, double momentum, double wd) {
   INFO("lr " << lr << ", momentum " << momentum << ", weight_decay " << wd);
   Parameter p("w", Tensor::from_vector<double>({1.0, -2.0, 3.0, 0.5}, {4}));
-  SGD opt({&p}, lr, momentum, wd);
+  SGD opt({&p}, {lr, momentum, wd});
   std::vector<double> w = {1.0, -2.0, 3.0, 0.5}, buf(4);
   for (int step = 0; step < 3; ++step) {
     opt.zero_grad();  // as a training loop does; must not disturb the momentum buffer
@@ -58,7 +58,7 @@ TEST_CASE("task2: SGD skips frozen parameters and names its momentum state",
   Parameter a("a", Tensor::from_vector<double>({1, 2}, {2}));
   Parameter b("b", Tensor::from_vector<double>({3, 4}, {2}));
   b.set_requires_grad(false);
-  SGD opt({&a, &b}, 0.5, 0.9);
+  SGD opt({&a, &b}, {0.5, 0.9});
   mgpu::copy_(a.grad, Tensor::from_vector<double>({1, 1}, {2}));
   opt.step();
   CHECK(values(a.value) == std::vector<double>{0.5, 1.5});

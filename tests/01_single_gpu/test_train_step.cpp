@@ -99,8 +99,8 @@ TEST_CASE("task3: overfitting a batch of 64 reaches 100% train accuracy",
   // their train_step. Noisy data (noise 3 on prototypes in [-1, 1]) that a model can only
   // fit by memorising.
   nn::manual_seed(9);
-  auto model = l01::make_model("mlp");
-  l01::SGD opt(model->parameters(), 0.05, 0.9);
+  auto model = mgpu::nn::make_model("mlp");
+  mgpu::optim::SGD opt(model->parameters(), {0.05, 0.9});
   nn::CrossEntropyLoss loss_fn;
   mgpu::data::SyntheticDataset ds(64, {1, 28, 28}, 10, 11, mgpu::data::Split::train, 3.0f);
   Tensor x, y;

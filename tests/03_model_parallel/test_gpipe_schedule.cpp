@@ -2,8 +2,8 @@
 #include "model_parallel_test_util.h"
 
 using namespace lesson03_test;
-using l03::Op;
-using l03::OpKind;
+using l03::PipeOp;
+using l03::Pass;
 
 TEST_CASE("task2: GPipe, K = 4 and M = 4, tick by tick", "[03_model_parallel][task2][points:3]") {
   const l03::Schedule s = l03::gpipe_schedule(4, 4);
@@ -26,14 +26,14 @@ TEST_CASE("task2: GPipe is a valid, gap-free schedule for K = 1..4, M = 1..8", "
       CHECK_NOTHROW(l03::check_schedule(s));
       for (int k = 0; k < K; ++k) {
         // Each stage: every forward in order, then every backward in reverse (the flush).
-        std::vector<Op> want;
-        for (int m = 0; m < M; ++m) want.push_back({OpKind::forward, m});
-        for (int m = M - 1; m >= 0; --m) want.push_back({OpKind::backward, m});
+        std::vector<PipeOp> want;
+        for (int m = 0; m < M; ++m) want.push_back({Pass::forward, m});
+        for (int m = M - 1; m >= 0; --m) want.push_back({Pass::backward, m});
         CHECK(s.stage_ops(k) == want);
         // Forwards back to back from tick k, backwards back to back to the end minus k.
         const auto& ticks = s.ticks;
-        for (int m = 0; m < M; ++m) CHECK(ticks[m + k][k] == std::optional<Op>(Op{OpKind::forward, m}));
-        CHECK(ticks[ticks.size() - 1 - k][k] == std::optional<Op>(Op{OpKind::backward, 0}));
+        for (int m = 0; m < M; ++m) CHECK(ticks[m + k][k] == std::optional<PipeOp>(PipeOp{Pass::forward, m}));
+        CHECK(ticks[ticks.size() - 1 - k][k] == std::optional<PipeOp>(PipeOp{Pass::backward, 0}));
       }
     }
   }

@@ -8,10 +8,10 @@ using namespace lesson03_test;
 
 namespace {
 
-std::string text(const std::vector<l03::Op>& ops) {
+std::string text(const std::vector<l03::PipeOp>& ops) {
   std::ostringstream os;
   for (std::size_t i = 0; i < ops.size(); ++i)
-    os << (i ? " " : "") << (ops[i].kind == l03::OpKind::forward ? "F" : "B") << ops[i].micro;
+    os << (i ? " " : "") << (ops[i].pass == l03::Pass::forward ? "F" : "B") << ops[i].micro;
   return os.str();
 }
 

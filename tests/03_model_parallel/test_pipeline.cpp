@@ -98,14 +98,14 @@ TEST_CASE("task2: the measured step: every op once, busy + idle = span on every 
   CHECK(stats.bubble_fraction() >= 0);
   CHECK(stats.bubble_fraction() < 1);
   // Data dependencies hold in wall time too: F3 on stage 2 starts after it ended on stage 1.
-  auto find = [&](int stage, l03::OpKind kind, int m) {
+  auto find = [&](int stage, l03::Pass kind, int m) {
     for (const auto& t : stats.ops)
-      if (t.stage == stage && t.op.kind == kind && t.op.micro == m) return t;
+      if (t.stage == stage && t.op.pass == kind && t.op.micro == m) return t;
     FAIL("op not found");
     return l03::OpTiming{};
   };
-  CHECK(find(2, l03::OpKind::forward, 3).start_us >= find(1, l03::OpKind::forward, 3).end_us);
-  CHECK(find(1, l03::OpKind::backward, 5).start_us >= find(2, l03::OpKind::backward, 5).end_us);
+  CHECK(find(2, l03::Pass::forward, 3).start_us >= find(1, l03::Pass::forward, 3).end_us);
+  CHECK(find(1, l03::Pass::backward, 5).start_us >= find(2, l03::Pass::backward, 5).end_us);
   const std::string timeline = l03::draw_timeline(stats, 4, 40);
   CHECK(std::count(timeline.begin(), timeline.end(), '\n') == 4);
 }

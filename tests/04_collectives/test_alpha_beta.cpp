@@ -3,16 +3,17 @@
 
 #include <cmath>
 
-#include "collectives.h"
+#include "mgpu/error.h"
+#include "mgpu/perf/link_model.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson04;
+using namespace mgpu::perf;
 
 namespace {
 
 // Sizes as the benchmark measures them: 1 KiB .. 256 MiB, doubling.
-std::vector<Timing> synthetic(const AlphaBeta& truth, int p, double noise) {
-  std::vector<Timing> t;
+std::vector<AllReduceTiming> synthetic(const AlphaBeta& truth, int p, double noise) {
+  std::vector<AllReduceTiming> t;
   int k = 0;
   for (double bytes = 1024; bytes <= 256.0 * 1024 * 1024; bytes *= 2, ++k) {
     // Deterministic "noise": a few percent up or down, different at every size.
@@ -49,7 +50,7 @@ TEST_CASE("fit_alpha_beta weighs relative error: noisy timings still give both p
 }
 
 TEST_CASE("fit_alpha_beta refuses what it cannot fit", "[04_collectives][task4][points:1]") {
-  std::vector<Timing> one_size{{4096, 1e-4}, {4096, 1.1e-4}, {4096, 0.9e-4}};
+  std::vector<AllReduceTiming> one_size{{4096, 1e-4}, {4096, 1.1e-4}, {4096, 0.9e-4}};
   CHECK_THROWS_AS(fit_alpha_beta(one_size, 4), Error);
   CHECK_THROWS_AS(fit_alpha_beta({}, 4), Error);
   CHECK_THROWS_AS(fit_alpha_beta({{1024, 1e-5}, {2048, 2e-5}}, 1), Error);

@@ -8,12 +8,12 @@
 #include <cstdio>
 #include <string>
 
-#include "collectives.h"
 #include "collectives_test_util.h"
 #include "grade_record.h"
+#include "mgpu/dist/ring.h"
 
 using namespace mgpu;
-using namespace mgpu::lesson04;
+using namespace mgpu::dist;
 using mgpu::testing::CountingGroup;
 using mgpu::testing::lesson_group;
 
@@ -52,7 +52,7 @@ TEST_CASE("ring_reduce_scatter: rank r holds the exact sum of chunk r", "[04_col
       CAPTURE(p, r, n, dtype_name(dt));
       Tensor data = rank_tensor(r, n, dt);
       ring_reduce_scatter(pg, data);
-      Range mine = chunk_range(n, p, r);
+      ChunkRange mine = chunk_range(n, p, r);
       std::vector<std::int64_t> got = as_i64(data);
       std::int64_t wrong = 0;
       for (std::int64_t i = mine.begin; i < mine.end; ++i) wrong += got[i] != total(p, i);
@@ -77,7 +77,7 @@ TEST_CASE("ring_all_gather: every rank ends with every rank's chunk", "[04_colle
     CAPTURE(p, r, n);
     // Only chunk r is meaningful on rank r; the rest is junk that must be overwritten.
     std::vector<std::int64_t> v(static_cast<std::size_t>(n), -777);
-    Range mine = chunk_range(n, p, r);
+    ChunkRange mine = chunk_range(n, p, r);
     for (std::int64_t i = mine.begin; i < mine.end; ++i) v[i] = total(p, i);
     Tensor data = Tensor::from_vector(v, {n});
     pg.reset();

@@ -1,6 +1,7 @@
 // Linear: its parameters, description and copies. forward and backward (y = x W^T + b,
-// and two matrix products and a column sum; 16-bit GEMMs inside an amp::Autocast region)
-// are lesson 08's task 3: the library is built with
+// and two matrix products and a column sum) are lesson 01's task 1, their 16-bit GEMMs
+// inside an amp::Autocast region lesson 08's task 3: the library is built with the
+// references, solutions/01_single_gpu/linear.cpp and
 // solutions/08_mixed_precision/linear_mixed_precision.cpp.
 #include "mgpu/nn/linear.h"
 

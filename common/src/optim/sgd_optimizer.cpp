@@ -1,9 +1,8 @@
-// SGD with momentum and weight decay, written with the library's ops.
+// SGD with momentum and weight decay: its options, description and state's name. step() is
+// lesson 01's task 2: the library is built with solutions/01_single_gpu/sgd.cpp.
 #include "mgpu/optim/sgd.h"
 
 #include <sstream>
-
-#include "mgpu/ops.h"
 
 namespace mgpu::optim {
 
@@ -21,30 +20,5 @@ std::string SGD::describe() const {
 }
 
 std::vector<std::string> SGD::state_keys() const { return {"momentum_buffer"}; }
-
-void SGD::step() {
-  for (nn::Parameter* p : params()) {
-    if (!p->requires_grad()) continue;
-    // Step 1) the direction: the gradient, plus weight_decay * p (L2 regularisation).
-    Tensor d = p->grad;
-    if (options_.weight_decay != 0) {
-      d = p->grad.clone();
-      axpy_(d, options_.weight_decay, p->value);
-    }
-    // Step 2) momentum: a running sum of directions, decayed by `momentum` each step.
-    if (options_.momentum != 0) {
-      Tensor* buf = find_state(*p, "momentum_buffer");
-      if (buf == nullptr) {
-        buf = &set_state(*p, "momentum_buffer", d.clone());  // first step: buf = d
-      } else {
-        scale_(*buf, options_.momentum);
-        add_(*buf, d);
-      }
-      d = *buf;
-    }
-    // Step 3) move against it.
-    axpy_(p->value, -lr(), d);
-  }
-}
 
 }  // namespace mgpu::optim

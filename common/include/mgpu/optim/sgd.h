@@ -1,5 +1,7 @@
 /// @file sgd.h
-/// @brief SGD with momentum and weight decay, with PyTorch's update rule.
+/// @brief SGD with momentum and weight decay, with PyTorch's update rule. step() is lesson
+/// 01's task 2 (lessons/01_single_gpu/sgd.cpp; the library compiles the reference,
+/// solutions/01_single_gpu/), the rest sgd_optimizer.cpp's.
 #pragma once
 
 #include "mgpu/optim/optimizer.h"
@@ -23,6 +25,7 @@ class SGD : public Optimizer {
  public:
   /// Updates `params` with `options`.
   SGD(std::vector<nn::Parameter*> params, SGDOptions options);
+  /// One update of every parameter that requires a gradient (lesson 01's task 2).
   void step() override;
   std::string describe() const override;
   /// The hyper-parameters (lr() may have changed since).

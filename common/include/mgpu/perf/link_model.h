@@ -1,7 +1,11 @@
 /// @file link_model.h
-/// @brief The alpha-beta model of a link (lesson 04 fits it to measured all-reduces): what
-/// the performance model (time_cost.h) charges for communication.
+/// @brief The alpha-beta model of a link: what the performance model (time_cost.h) charges
+/// for communication. ring_allreduce_seconds is the library's (link_model.cpp);
+/// fit_alpha_beta is lesson 04's task 4 (lessons/04_collectives/alpha_beta.cpp), and the
+/// library compiles its reference (solutions/04_collectives/).
 #pragma once
+
+#include <vector>
 
 namespace mgpu::perf {
 
@@ -16,5 +20,17 @@ struct AlphaBeta {
 /// The ring all-reduce time the model predicts for `bytes` bytes on `p` ranks:
 /// T = 2(p-1) alpha + 2 (p-1)/p n beta (0 on one rank).
 double ring_allreduce_seconds(const AlphaBeta& model, double bytes, int p);
+
+/// One measurement: an all-reduce of `bytes` bytes took `seconds`.
+struct AllReduceTiming {
+  double bytes = 0;    ///< the all-reduced size, bytes
+  double seconds = 0;  ///< how long it took, seconds
+};
+
+/// Lesson 04, task 4. alpha and beta that make ring_allreduce_seconds fit `timings` (p
+/// ranks) best in the least-squares sense of *relative* error: minimize
+/// sum_i ((T_i - model_i) / T_i)^2. Throws mgpu::Error for p < 2, a time that is not
+/// positive, or fewer than two distinct sizes.
+AlphaBeta fit_alpha_beta(const std::vector<AllReduceTiming>& timings, int p);
 
 }  // namespace mgpu::perf

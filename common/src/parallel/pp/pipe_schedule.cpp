@@ -1,4 +1,5 @@
-// Pipeline schedules as per-rank orders, their check, and the clock that counts their bubble.
+// Pipeline schedules as per-rank orders, their check, and the clock that counts their bubble
+// (the 1F1B and interleaved orders are lessons 03's and 15's: mgpu/parallel/pp/pipe_schedule.h).
 #include "mgpu/parallel/pp/pipe_schedule.h"
 
 #include <algorithm>
@@ -49,20 +50,6 @@ std::vector<PipeOp> gpipe_order(int p, int m, int rank) {
   std::vector<PipeOp> order;
   for (int j = 0; j < m; ++j) order.push_back({Pass::forward, j, 0});
   for (int j = m; j-- > 0;) order.push_back({Pass::backward, j, 0});
-  return order;
-}
-
-std::vector<PipeOp> one_f_one_b_order(int p, int m, int rank) {
-  check_sizes("one_f_one_b_order", p, 1, m, rank);
-  const int warmup = std::min(p - 1 - rank, m);
-  std::vector<PipeOp> order;
-  int f = 0, b = 0;
-  for (; f < warmup; ++f) order.push_back({Pass::forward, f, 0});
-  while (f < m) {
-    order.push_back({Pass::forward, f++, 0});
-    order.push_back({Pass::backward, b++, 0});
-  }
-  while (b < m) order.push_back({Pass::backward, b++, 0});
   return order;
 }
 

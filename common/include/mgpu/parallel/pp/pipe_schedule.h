@@ -15,8 +15,9 @@
 ///
 ///     GPipe, 1F1B:       (p - 1) / m          interleaved 1F1B:   (p - 1) / (v·m)
 ///
-/// Lesson 15 defines interleaved_order (task 2, lessons/15_3d_parallel/interleaved_order.cpp);
-/// the library compiles its reference.
+/// Lesson 03 defines one_f_one_b_order (task 4, lessons/03_model_parallel/one_f_one_b.cpp)
+/// and lesson 15 interleaved_order (task 2, lessons/15_3d_parallel/interleaved_order.cpp);
+/// the library compiles their reference. The rest is pipe_schedule.cpp's.
 #pragma once
 
 #include <optional>
@@ -55,11 +56,17 @@ inline int virtual_stage(int p, int rank, int chunk) { return chunk * p + rank; 
 /// GPipe on rank `rank` of p (v = 1): every forward, then every backward in reverse order
 /// (lesson 03's, as an order).
 std::vector<PipeOp> gpipe_order(int p, int m, int rank);
-/// 1F1B on rank `rank` of p (v = 1): min(p - 1 - rank, m) warm-up forwards, then one
-/// forward and one backward while forwards remain, then the remaining backwards (lesson 03).
+
+// ---- Lesson 03, task 4: the 1F1B order (lessons/03_model_parallel/one_f_one_b.cpp) ------------
+
+/// 1F1B on rank `rank` of p (v = 1), one forward and one backward: min(p - 1 - rank, m)
+/// warm-up forwards, then one forward and one backward while forwards remain, then the
+/// remaining backwards; forwards and backwards each in micro-batch order, so the rank holds
+/// at most min(p - rank, m) micro-batches at once. Throws unless p >= 1, m >= 1 and
+/// 0 <= rank < p.
 std::vector<PipeOp> one_f_one_b_order(int p, int m, int rank);
 
-// ---- Task 2: the interleaved schedule's order (interleaved_order.cpp) -------------------------
+// ---- Lesson 15, task 2: the interleaved schedule's order (interleaved_order.cpp) ---------------
 
 /// Interleaved 1F1B (Megatron-LM's schedule with v model chunks per rank) on rank `rank`:
 /// the m·v forwards and m·v backwards of its chunks in the order it runs them. Forwards go
