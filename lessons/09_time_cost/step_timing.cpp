@@ -121,7 +121,7 @@ std::vector<StepSample> unpack(const std::vector<double>& v) {
     i += 13;
     for (std::size_t k = 0; k < n && i + 4 <= v.size(); ++k, i += 4)
       s.buckets.push_back({static_cast<std::size_t>(v[i]), static_cast<std::size_t>(v[i + 1]),
-                           v[i + 2], v[i + 3]});
+                           v[i + 2], v[i + 3], "all-reduce"});  // DDP's buckets: all-reductions
     out.push_back(std::move(s));
   }
   return out;
