@@ -80,16 +80,26 @@ std::vector<Case> plans(int W) {
   return out;
 }
 
+// The tiny GPT under `plan` on this rank's grid (the same seed on every rank).
+struct Trained {
+  explicit Trained(const gpt::GptPlan& plan)
+      : grid(plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s())),
+        full((nn::manual_seed(3), tiny_config())),
+        model(full, plan, grid) {}
+  grid::ProcessGrid grid;
+  nn::GPT full;
+  gpt::ParallelGpt model;
+};
+
 }  // namespace
 
 TEST_CASE("a steady-state GPT step reads the host once, for its loss, under every plan", "[gpt][host_reads]") {
   const int W = group().size();
   for (const Case& c : plans(W)) {
     INFO("plan " << c.name << " over " << W << " rank(s)");
-    const grid::ProcessGrid g(c.plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
-    nn::manual_seed(3);
-    nn::GPT full(tiny_config());
-    gpt::ParallelGpt model(full, c.plan, g);
+    Trained t(c.plan);
+    gpt::ParallelGpt& model = t.model;
+    const grid::ProcessGrid& g = t.grid;
     std::vector<std::int64_t> reads;
     for (std::int64_t s = 0; s < 4; ++s) reads.push_back(model.train_step(batch(s)).host_reads);
     // Steps 0 and 1 may read more (DDP rebuilds its buckets once, in step 1's forward, and
@@ -103,12 +113,8 @@ TEST_CASE("a steady-state GPT step reads the host once, for its loss, under ever
 }
 
 TEST_CASE("a GPT step on tensors alone reads their ids once each", "[gpt][host_reads]") {
-  const int W = group().size();
-  const Case c = plans(W).front();
-  const grid::ProcessGrid g(c.plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
-  nn::manual_seed(3);
-  nn::GPT full(tiny_config());
-  gpt::ParallelGpt model(full, c.plan, g);
+  Trained t(plans(group().size()).front().plan);
+  gpt::ParallelGpt& model = t.model;
   for (std::int64_t s = 0; s < 2; ++s) model.train_step(batch(s));
   const data::TextBatch b = batch(2);
   // Counted around the calls: the tensors are read before the step's own count starts.
@@ -120,12 +126,8 @@ TEST_CASE("a GPT step on tensors alone reads their ids once each", "[gpt][host_r
 }
 
 TEST_CASE("a GPT step refuses a token outside the vocabulary, naming it", "[gpt][host_reads]") {
-  const int W = group().size();
-  const Case c = plans(W).front();
-  const grid::ProcessGrid g(c.plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
-  nn::manual_seed(3);
-  nn::GPT full(tiny_config());
-  gpt::ParallelGpt model(full, c.plan, g);
+  Trained t(plans(group().size()).front().plan);
+  gpt::ParallelGpt& model = t.model;
   data::TextBatch b = batch(0);
   b.target_ids[5] = kVocab;  // one past the last token
   const std::string what = error_of([&] { model.train_step(b); });
