@@ -38,4 +38,10 @@ namespace par = mgpu::parallel;
 
 using namespace mgpu::testing;  // group(), all_ranks(), the runs, the error measures
 
+// Sharded training against DDP's, parameter by parameter. AdamW divides by sqrt(v): a
+// gradient that differs from DDP's in its last bits moves a parameter by about
+// lr * (relative difference), far below this; a wrong average, a missing rank or a stale
+// shard moves it by about lr = 1e-2 per step.
+constexpr double kTolerance = 1e-5;
+
 }  // namespace shard_test

@@ -17,13 +17,13 @@ using namespace shard_test;
 namespace {
 
 // The toy MLP's layers as one unit (40 + 24 + 15 = 79 elements), with its master shard.
-struct Unit {
+struct ReduceUnit {
   std::shared_ptr<nn::Sequential> model = toy_mlp(41);
   par::CommLog log;
   std::unique_ptr<par::ShardedUnit> unit;
   std::unique_ptr<nn::Parameter> shard;
 
-  Unit(int stage, DType compute) {
+  ReduceUnit(int stage, DType compute) {
     std::vector<std::shared_ptr<nn::Module>> layers;
     for (std::size_t i = 0; i < model->size(); ++i) layers.push_back(model->at(i));
     unit = std::make_unique<par::ShardedUnit>(0, layers, group(), stage, compute, &log);
@@ -50,7 +50,7 @@ void produce_grad(par::ShardedUnit& unit, std::size_t i) {
 }
 
 // Largest |shard.grad - times * average| over this rank's shard (padding: 0).
-double shard_grad_error(const Unit& u, double times) {
+double shard_grad_error(const ReduceUnit& u, double times) {
   const par::FlatLayout& l = u.unit->layout();
   const std::vector<double> g = u.shard->grad.to_vector<double>();
   double worst = 0;
@@ -67,7 +67,7 @@ double shard_grad_error(const Unit& u, double times) {
 TEST_CASE("the last gradient of a unit launches its reduction; finishing averages the shard",
           "[10_sharding][task3][points:3]") {
   for (int stage : {1, 2, 3}) {
-    Unit u(stage, DType::f32);
+    ReduceUnit u(stage, DType::f32);
     par::ShardedUnit& unit = *u.unit;
     unit.begin_backward();
     const std::size_t n = unit.params().size();
@@ -95,7 +95,7 @@ TEST_CASE("the last gradient of a unit launches its reduction; finishing average
 TEST_CASE("stage 1 keeps the averaged full gradient; stages 2 and 3 drop it",
           "[10_sharding][task3][points:2]") {
   for (int stage : {1, 2, 3}) {
-    Unit u(stage, DType::f32);
+    ReduceUnit u(stage, DType::f32);
     par::ShardedUnit& unit = *u.unit;
     const double before = allocated_bytes();
     unit.begin_backward();
@@ -124,7 +124,7 @@ TEST_CASE("stage 1 keeps the averaged full gradient; stages 2 and 3 drop it",
 TEST_CASE("gradients accumulate over backwards; an unused parameter still lets it finish",
           "[10_sharding][task3][points:2]") {
   for (int stage : {1, 3}) {
-    Unit u(stage, DType::f32);
+    ReduceUnit u(stage, DType::f32);
     par::ShardedUnit& unit = *u.unit;
     for (int round = 0; round < 2; ++round) {
       unit.begin_backward();
@@ -161,7 +161,7 @@ TEST_CASE("gradients accumulate over backwards; an unused parameter still lets i
 TEST_CASE("16-bit gradients are reduced in 16 bits and accumulate into the fp32 shard",
           "[10_sharding][task3][points:1]") {
   for (DType compute : {DType::bf16, DType::f16}) {
-    Unit u(2, compute);
+    ReduceUnit u(2, compute);
     par::ShardedUnit& unit = *u.unit;
     unit.begin_backward();
     for (std::size_t i = unit.params().size(); i-- > 0;) produce_grad(unit, i);

@@ -26,7 +26,6 @@ namespace io = mgpu::io;
 
 namespace {
 
-constexpr double kTolerance = 1e-5;      // as every comparison with DDP in test_train_mpi.cpp
 constexpr std::int64_t kGlobalRows = 6;  // a global batch that 2 and 3 ranks split evenly
 
 // Rank g.rank()'s even slice of step `step`'s global batch. The batch is the same at every

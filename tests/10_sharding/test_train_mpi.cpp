@@ -18,11 +18,6 @@ using mgpu::testing::record;
 
 namespace {
 
-// AdamW divides by sqrt(v): a gradient that differs from DDP's in its last bits moves a
-// parameter by about lr * (relative difference), far below this; a wrong average, a
-// missing rank or a stale shard moves it by about lr = 1e-2 per step.
-constexpr double kTolerance = 1e-5;
-
 // A parameterless layer that notes, during its forward, where another unit's parameters are:
 // put into unit 0, it shows whether unit 1's all-gather was started before unit 0 computed.
 class StateProbe : public nn::Module {

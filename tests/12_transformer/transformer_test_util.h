@@ -10,7 +10,6 @@
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
-#include <cstring>
 #include <functional>
 #include <memory>
 #include <string>
@@ -27,6 +26,7 @@
 namespace transformer_test {
 
 using namespace mgpu;
+using mgpu::testing::same_bits;
 
 /// q, k, v [BH, T, D] as flat f64 vectors, with their sizes.
 struct Qkv {
@@ -191,13 +191,6 @@ inline double loss_and_grads(nn::GPT& model, const Tensor& ids, DType autocast =
   const Tensor loss = softmax_cross_entropy(logits.reshape({B * T, V}), targets, &probs);
   model.backward(softmax_cross_entropy_backward(probs, targets).reshape({B, T, V}));
   return loss.to_vector<double>()[0];
-}
-
-/// True when two tensors hold the same bits (shape, dtype and every byte).
-inline bool same_bits(const Tensor& a, const Tensor& b) {
-  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
-  const Tensor x = a.to(Device::cpu()), y = b.to(Device::cpu());
-  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 /// Bytes held by live CPU tensors now.

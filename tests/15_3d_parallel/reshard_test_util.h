@@ -4,15 +4,16 @@
 
 #include <catch2/catch.hpp>
 
-#include <cstring>
 #include <vector>
 
+#include "error_measures.h"
 #include "mgpu/io/sharded_checkpoint.h"
 #include "mgpu/tensor.h"
 
 namespace reshard_test {
 
 using namespace mgpu;
+using mgpu::testing::same_bits;
 namespace io = mgpu::io;
 
 /// A global tensor of `shape` holding salt, salt + 1, ... in row-major order: an element
@@ -55,12 +56,6 @@ inline Tensor cut(const Tensor& t, const io::Slice& slice) {
   for (std::size_t i = 0; i < indices.size(); ++i)
     if (holds(slice, indices[i])) out.push_back(all[i]);
   return Tensor::from_vector(out, slice.lengths).to(t.dtype());
-}
-
-/// Same dtype, shape and bytes.
-inline bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 }  // namespace reshard_test

@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <cstring>
 #include <map>
 #include <string>
 #include <type_traits>
@@ -108,6 +109,14 @@ inline double max_param_diff(const std::map<std::string, Tensor>& a,
     worst = std::max(worst, max_abs_diff(t, it->second));
   }
   return worst;
+}
+
+/// True when two tensors (on any devices) hold the same bits: shape, dtype and every byte
+/// (NaN-safe, and the sign of a zero counts).
+inline bool same_bits(const Tensor& a, const Tensor& b) {
+  if (a.shape() != b.shape() || a.dtype() != b.dtype()) return false;
+  const Tensor x = a.to(Device::cpu()), y = b.to(Device::cpu());
+  return std::memcmp(x.raw_data(), y.raw_data(), x.nbytes()) == 0;
 }
 
 }  // namespace mgpu::testing

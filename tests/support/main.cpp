@@ -2,7 +2,9 @@
 //   --require-gpu   run only if a GPU is present; otherwise print why and exit 77, the
 //                   code meson and tools/grade report as "skipped" (never as passed).
 //   --require-gpus N  the same, for cases that need N GPUs (what goes wrong across GPUs).
-#define CATCH_CONFIG_RUNNER
+// Catch2's listener interfaces alone; its implementation is compiled once, in
+// catch_session.cpp.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
 #include <cstdio>
@@ -10,6 +12,7 @@
 #include <cstring>
 #include <vector>
 
+#include "catch_session.h"
 #include "grade_listener.h"
 #include "mgpu/device.h"
 
@@ -39,5 +42,5 @@ int main(int argc, char** argv) {
                 mgpu::cuda_device_count());
     return 77;
   }
-  return Catch::Session().run(static_cast<int>(args.size()), args.data());
+  return mgpu::testing::run_catch_session(static_cast<int>(args.size()), args.data());
 }

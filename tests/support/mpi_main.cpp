@@ -11,7 +11,9 @@
 //    a file, and the output of a rank that failed is printed by rank 0, each line prefixed
 //    "[rank r]".
 //  - --require-gpu: as in main.cpp, exit 77 (skipped) on every rank where no GPU is present.
-#define CATCH_CONFIG_RUNNER
+// Catch2's listener interfaces alone; its implementation is compiled once, in
+// catch_session.cpp.
+#define CATCH_CONFIG_EXTERNAL_INTERFACES
 #include <catch2/catch.hpp>
 
 #ifndef OMPI_SKIP_MPICXX
@@ -27,6 +29,7 @@
 #include <string>
 #include <vector>
 
+#include "catch_session.h"
 #include "grade_listener.h"
 #include "mgpu/device.h"
 #include "mgpu/dist/runtime.h"
@@ -166,22 +169,11 @@ int main(int argc, char** argv) {
   }
 
   std::string report_path;
-  int failed = 0;
-  {
-    Catch::Session session;
-    int rc = session.applyCommandLine(static_cast<int>(args.size()), args.data());
-    if (rc == 0) {
-      if (rank != 0) {
-        report_path = "/tmp/mgpu-test-rank" + std::to_string(rank) + "-" +
-                      std::to_string(static_cast<long>(getpid())) + ".txt";
-        session.configData().outputFilename = report_path;
-        session.configData().useColour = Catch::UseColour::No;  // it is read as text later
-      }
-      failed = session.run();
-    } else {
-      failed = rc;
-    }
-  }  // the session (and its report file) is closed here
+  if (rank != 0)
+    report_path = "/tmp/mgpu-test-rank" + std::to_string(rank) + "-" +
+                  std::to_string(static_cast<long>(getpid())) + ".txt";
+  const int failed = mgpu::testing::run_catch_session(static_cast<int>(args.size()), args.data(),
+                                                      report_path);
 
   std::string report = report_path.empty() ? "" : read_file(report_path);
   if (!report_path.empty()) std::remove(report_path.c_str());

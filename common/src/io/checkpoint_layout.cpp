@@ -3,16 +3,9 @@
 #include "mgpu/io/checkpoint.h"
 
 #include "mgpu/io/checksum.h"
+#include "starts_with.h"
 
 namespace mgpu::io {
-
-namespace {
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
-
-}  // namespace
 
 SafetensorsFile to_checkpoint_file(const TrainingState& state) {
   SafetensorsFile f;

@@ -5,13 +5,11 @@
 #include <cstdio>
 #include <cstring>
 
+#include "starts_with.h"
+
 namespace mgpu::io {
 
 namespace {
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
-}
 
 // True when the element of `bits` (an IEEE float of `bytes` bytes, or bfloat16) is a NaN or
 // an infinity: its exponent bits are all ones.

@@ -7,6 +7,7 @@
 
 #include "mgpu/copy.h"
 #include "mgpu/io/checksum.h"
+#include "starts_with.h"
 
 namespace mgpu::io {
 
@@ -23,10 +24,6 @@ std::string join(const std::vector<std::string>& names) {
   std::ostringstream os;
   for (std::size_t i = 0; i < names.size(); ++i) os << (i ? ", " : "") << names[i];
   return os.str();
-}
-
-bool starts_with(const std::string& s, const std::string& prefix) {
-  return s.compare(0, prefix.size(), prefix) == 0;
 }
 
 }  // namespace

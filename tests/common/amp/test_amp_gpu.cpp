@@ -12,19 +12,15 @@
 #include "mgpu/amp/all.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
+#include "random_data.h"
 #include "mgpu/optim/sgd.h"
 
 using namespace mgpu;
+using mgpu::testing::uniform_tensor;
 
 namespace {
 
 const Device kGpu = Device::cuda(0);
-
-Tensor random(const Shape& s, std::uint64_t seed) {
-  Tensor t = Tensor::empty(s);
-  uniform_(t, seed, -1.0, 1.0);
-  return t;
-}
 
 // |a - b| <= rtol * (|b| + scale) elementwise, scale covering sums whose terms cancel.
 void check_close(const Tensor& gpu, const Tensor& cpu, double rtol, double scale, const char* what) {
@@ -45,8 +41,8 @@ TEST_CASE("GPU: 16-bit GEMM with an f32 result matches the CPU", "[amp][gpu]") {
     for (int combo = 0; combo < 4; ++combo) {
       const bool ta = combo & 1, tb = combo & 2;
       const std::int64_t m = 70, n = 48, k = 130;
-      const Tensor a = cast(random(ta ? Shape{k, m} : Shape{m, k}, 1), t);
-      const Tensor b = cast(random(tb ? Shape{n, k} : Shape{k, n}, 2), t);
+      const Tensor a = cast(uniform_tensor(ta ? Shape{k, m} : Shape{m, k}, 1, DType::f32), t);
+      const Tensor b = cast(uniform_tensor(tb ? Shape{n, k} : Shape{k, n}, 2, DType::f32), t);
       const Tensor c_cpu = matmul(a, b, ta, tb, DType::f32);
       const Tensor c_gpu = matmul(a.to(kGpu), b.to(kGpu), ta, tb, DType::f32);
       CHECK(c_gpu.dtype() == DType::f32);
@@ -63,7 +59,7 @@ TEST_CASE("GPU: the fused check-and-unscale kernel matches the CPU", "[amp][gpu]
   const float inf = std::numeric_limits<float>::infinity();
   for (DType t : {DType::f32, DType::f16, DType::bf16, DType::f64}) {
     INFO(dtype_name(t));
-    Tensor clean = cast(scale(random({1000}, 3), 1000.0), t);
+    Tensor clean = cast(scale(uniform_tensor({1000}, 3, DType::f32), 1000.0), t);
     Tensor cpu = clean.clone(), gpu = clean.to(kGpu);
     Tensor f_cpu = Tensor::zeros({}, DType::f32), f_gpu = Tensor::zeros({}, DType::f32, kGpu);
     amp::non_finite_check_and_unscale_({cpu}, f_cpu, amp::inverse_scale(3.f));
@@ -85,7 +81,7 @@ TEST_CASE("GPU: Linear and Conv2d under autocast match the CPU", "[amp][gpu]") {
     auto model = nn::make_model("cnn");
     auto gpu_model = model->clone();
     gpu_model->to(kGpu);
-    const Tensor x = random({8, 1, 28, 28}, 5);
+    const Tensor x = uniform_tensor({8, 1, 28, 28}, 5, DType::f32);
     Tensor y_cpu, y_gpu;
     {
       amp::Autocast region(t);
@@ -94,7 +90,7 @@ TEST_CASE("GPU: Linear and Conv2d under autocast match the CPU", "[amp][gpu]") {
     }
     // Same 16-bit operands on both; f32 sums in different orders.
     check_close(y_gpu, y_cpu, 1e-3, 1.0, "forward");
-    const Tensor g = random(y_cpu.shape(), 6);
+    const Tensor g = uniform_tensor(y_cpu.shape(), 6, DType::f32);
     model->backward(g);
     gpu_model->backward(g.to(kGpu));
     auto p = model->parameters(), q = gpu_model->parameters();
@@ -112,7 +108,7 @@ TEST_CASE("GPU: a scaled fp16 step on CUDA matches the CPU and skips on inf", "[
   gpu_model->to(kGpu);
   optim::SGD sgd_cpu(cpu_model->parameters(), {0.1}), sgd_gpu(gpu_model->parameters(), {0.1});
   amp::GradScaler scaler_cpu, scaler_gpu;
-  const Tensor x = random({16, 784}, 7);
+  const Tensor x = uniform_tensor({16, 784}, 7, DType::f32);
   const Tensor y = Tensor::from_vector(std::vector<std::int64_t>(16, 3), {16});
   for (int poison = 0; poison < 2; ++poison) {
     for (auto* side : {&scaler_cpu, &scaler_gpu}) {

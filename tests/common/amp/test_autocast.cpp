@@ -10,16 +10,12 @@
 #include "mgpu/amp/all.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/ops.h"
+#include "random_data.h"
 
 using namespace mgpu;
+using mgpu::testing::uniform_tensor;
 
 namespace {
-
-Tensor random(const Shape& s, std::uint64_t seed, double lo = -1.0, double hi = 1.0) {
-  Tensor t = Tensor::empty(s);
-  uniform_(t, seed, lo, hi);
-  return t;
-}
 
 // The values of t after a round trip through `dtype` (what a cast to 16 bits keeps).
 std::vector<double> rounded(const Tensor& t, DType dtype) {
@@ -85,7 +81,7 @@ TEST_CASE("Autocast: gemm_dtype casts f32 weights only", "[amp][autocast]") {
 }
 
 TEST_CASE("Autocast: a weight is cast once per region", "[amp][autocast]") {
-  const Tensor w = random({8, 4}, 1);
+  const Tensor w = uniform_tensor({8, 4}, 1, DType::f32);
   {
     amp::Autocast region(DType::bf16);
     const Tensor a = amp::cast_weight(w, DType::bf16);
@@ -121,7 +117,8 @@ TEST_CASE("matmul: 16-bit operands with an f32 result", "[amp][matmul]") {
   for (DType t : {DType::f16, DType::bf16}) {
     INFO(dtype_name(t));
     const std::int64_t m = 9, n = 7, k = 33;
-    const Tensor a = cast(random({m, k}, 2), t), b = cast(random({n, k}, 3), t);
+    const Tensor a = cast(uniform_tensor({m, k}, 2, DType::f32), t);
+    const Tensor b = cast(uniform_tensor({n, k}, 3, DType::f32), t);
     const Tensor c = matmul(a, b, false, true, DType::f32);
     CHECK(c.dtype() == DType::f32);
     const auto want = gemm_nt(a.to_vector<double>(), b.to_vector<double>(), m, n, k);
@@ -147,7 +144,7 @@ TEST_CASE("Linear under autocast: 16-bit GEMMs, f32 output and gradients", "[amp
     INFO(dtype_name(t));
     nn::manual_seed(5);
     nn::Linear layer(16, 8);
-    const Tensor x = random({4, 16}, 7);
+    const Tensor x = uniform_tensor({4, 16}, 7, DType::f32);
     Tensor y;
     {
       amp::Autocast region(t);
@@ -160,7 +157,7 @@ TEST_CASE("Linear under autocast: 16-bit GEMMs, f32 output and gradients", "[amp
     for (std::size_t i = 0; i < want.size(); ++i) want[i] += b[i % 8];
     check_near(y.to_vector<float>(), want, 1e-6, "forward");
 
-    const Tensor g = random({4, 8}, 9);
+    const Tensor g = uniform_tensor({4, 8}, 9, DType::f32);
     const Tensor dx = layer.backward(g);  // outside the region: uses what forward saved
     CHECK(dx.dtype() == DType::f32);
     CHECK(layer.weight().grad.dtype() == DType::f32);
@@ -184,12 +181,12 @@ TEST_CASE("Linear under autocast: 16-bit GEMMs, f32 output and gradients", "[amp
 TEST_CASE("Linear outside autocast: unchanged f32 arithmetic", "[amp][autocast]") {
   nn::manual_seed(5);
   nn::Linear layer(16, 8);
-  const Tensor x = random({4, 16}, 7);
+  const Tensor x = uniform_tensor({4, 16}, 7, DType::f32);
   Tensor y = layer.forward(x);
   Tensor want = matmul(x, layer.weight().value, false, true);
   add_rowwise_(want, layer.bias().value);
   CHECK(y.to_vector<float>() == want.to_vector<float>());
-  const Tensor g = random({4, 8}, 9);
+  const Tensor g = uniform_tensor({4, 8}, 9, DType::f32);
   const Tensor dx = layer.backward(g);
   CHECK(dx.to_vector<float>() == matmul(g, layer.weight().value).to_vector<float>());
   CHECK(layer.weight().grad.to_vector<float>() == matmul(g, x, true, false).to_vector<float>());
@@ -201,8 +198,8 @@ TEST_CASE("Conv2d under autocast: close to f32, f32 output and gradients", "[amp
   nn::manual_seed(8);
   nn::Conv2d conv(3, 4, 3, 1, 1);
   auto ref = conv.clone();
-  const Tensor x = random({2, 3, 6, 6}, 4);
-  const Tensor g = random({2, 4, 6, 6}, 6);
+  const Tensor x = uniform_tensor({2, 3, 6, 6}, 4, DType::f32);
+  const Tensor g = uniform_tensor({2, 4, 6, 6}, 6, DType::f32);
   Tensor y, dx;
   {
     amp::Autocast region(DType::bf16);

@@ -12,7 +12,7 @@ using mgpu::testing::values_of;
 
 namespace {
 
-dist::GroupOptions quiet(int debug = -1) {
+dist::GroupOptions options_with_debug(int debug = -1) {
   dist::GroupOptions o = testing::quiet_options();
   o.debug = debug;
   return o;
@@ -39,7 +39,7 @@ TEST_CASE("new_group: the even ranks form a group; the others get none", "[dist]
   const int world = dist::world_size(), me = dist::rank();
   std::vector<int> evens;
   for (int r = 0; r < world; r += 2) evens.push_back(r);
-  auto g = dist::new_group(evens, "mpi", Device::cpu(), quiet());
+  auto g = dist::new_group(evens, "mpi", Device::cpu(), options_with_debug());
   if (me % 2 == 1) {
     CHECK(g == nullptr);
     return;
@@ -63,7 +63,7 @@ TEST_CASE("new_group: ranks are sorted, so the group rank does not depend on the
           "[dist][subgroup]") {
   std::vector<int> all(static_cast<std::size_t>(dist::world_size()));
   std::iota(all.rbegin(), all.rend(), 0);  // world-1, ..., 1, 0
-  auto g = dist::new_group(all, "mpi", Device::cpu(), quiet());
+  auto g = dist::new_group(all, "mpi", Device::cpu(), options_with_debug());
   REQUIRE(g != nullptr);
   CHECK(g->rank() == dist::rank());
   CHECK(g->size() == dist::world_size());
@@ -80,7 +80,7 @@ TEST_CASE("new_group: disjoint groups run different collectives at the same time
     std::shared_ptr<dist::ProcessGroup> mine;
     std::size_t my_block = 0;
     for (std::size_t i = 0; i < blocks.size(); ++i)
-      if (auto g = dist::new_group(blocks[i], "mpi", Device::cpu(), quiet(debug))) {
+      if (auto g = dist::new_group(blocks[i], "mpi", Device::cpu(), options_with_debug(debug))) {
         mine = g;
         my_block = i;
       }
@@ -99,7 +99,7 @@ TEST_CASE("new_group: disjoint groups run different collectives at the same time
 
 TEST_CASE("new_group: a group of one rank runs alone while the others wait elsewhere",
           "[dist][subgroup]") {
-  auto solo = dist::new_group({dist::world_size() - 1}, "mpi", Device::cpu(), quiet(1));
+  auto solo = dist::new_group({dist::world_size() - 1}, "mpi", Device::cpu(), options_with_debug(1));
   if (dist::rank() == dist::world_size() - 1) {
     REQUIRE(solo != nullptr);
     Tensor t = filled(4, 7);
@@ -117,7 +117,7 @@ TEST_CASE("new_group: a bad list of ranks is refused on every rank, with the rea
   const int world = dist::world_size();
   auto message = [](const std::vector<int>& ranks) {
     try {
-      dist::new_group(ranks, "mpi", Device::cpu(), quiet());
+      dist::new_group(ranks, "mpi", Device::cpu(), options_with_debug());
     } catch (const Error& e) {
       return std::string(e.what());
     }
@@ -129,13 +129,13 @@ TEST_CASE("new_group: a bad list of ranks is refused on every rank, with the rea
   CHECK_THAT(message({-1}), Catch::Contains("rank -1"));
   CHECK_THAT(message({0, 0}), Catch::Contains("listed twice"));
   // Nothing was left half-created: a good group still works afterwards.
-  auto g = dist::new_group({0}, "mpi", Device::cpu(), quiet());
+  auto g = dist::new_group({0}, "mpi", Device::cpu(), options_with_debug());
   CHECK((g != nullptr) == (dist::rank() == 0));
 }
 
 TEST_CASE("collectives_issued counts a group's collectives, not its messages",
           "[dist][subgroup]") {
-  auto g = dist::new_group("mpi", Device::cpu(), quiet());
+  auto g = dist::new_group("mpi", Device::cpu(), options_with_debug());
   CHECK(g->collectives_issued() == 0);
   Tensor t = filled(6, 1);
   g->all_reduce(t).wait();

@@ -5,12 +5,12 @@
 #include <catch2/catch.hpp>
 
 #include <filesystem>
-#include <cstring>
 #include <fstream>
 #include <functional>
 
 #include <nlohmann/json.hpp>
 
+#include "error_measures.h"
 #include "expect_error.h"
 #include "groups.h"
 #include "mgpu/io/sharded_checkpoint.h"
@@ -23,6 +23,7 @@ namespace io = mgpu::io;
 using mgpu::testing::contains;
 using mgpu::testing::cpu_group;
 using mgpu::testing::error_of;
+using mgpu::testing::same_bits;
 using mgpu::testing::SharedTempDir;
 
 namespace {
@@ -59,11 +60,6 @@ Tensor cut(const Tensor& t, const io::Slice& slice) {
     }
   }
   return Tensor::from_vector(out, slice.lengths).to(t.dtype());
-}
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.dtype() == b.dtype() && a.shape() == b.shape() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // The model of the tests: a few tensors of several dtypes and ranks.

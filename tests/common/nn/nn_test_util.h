@@ -11,6 +11,7 @@
 #include <string>
 #include <vector>
 
+#include "error_measures.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/ops.h"
 #include "mgpu/tensor.h"
@@ -23,6 +24,9 @@ using mgpu::Shape;
 using mgpu::Tensor;
 
 using mgpu::testing::uniform_tensor;
+
+/// The GPU the [gpu] cases of these tests use.
+inline const mgpu::Device kGpu = mgpu::Device::cuda(0);
 
 inline std::vector<double> values(const Tensor& t) { return t.to_vector<double>(); }
 

@@ -4,8 +4,6 @@
 // multiply-add where the CPU rounds twice); transpose_inner's grid limit named right.
 #include <catch2/catch.hpp>
 
-#include <cstring>
-
 #include "gpu.h"
 #include "mgpu/nn/functional.h"
 #include "mgpu/ops.h"
@@ -16,21 +14,14 @@
 using namespace mgpu;
 using namespace mgpu::nn;
 using mgpu::testing::gpu_rtol;
+using mgpu::testing::same_bits;
 using nntest::check_close;
+using nntest::kGpu;
 using nntest::uniform_tensor;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
-
 Tensor cpu(const Tensor& t) { return t.to(Device::cpu()); }
-
-// True when the two tensors hold the same bytes (NaN-safe, sign-of-zero-exact).
-bool same_bits(const Tensor& a_any, const Tensor& b_any) {
-  const Tensor a = cpu(a_any), b = cpu(b_any);
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
 
 // Stats tolerances of the existing layer tests: f32 and 16-bit inputs have f32 statistics.
 double stats_rtol(DType t) { return t == DType::f64 ? 1e-12 : 1e-5; }

@@ -1,7 +1,6 @@
 // The CPU path's two promises: the thread count never changes a result (every op's loops
 // split their work so that each output adds its terms in one fixed order), and a warm
 // training step takes no new memory from the system (the allocator's caches serve it).
-#include <cstring>
 #include <memory>
 
 #include "mgpu/allocator.h"
@@ -12,6 +11,7 @@
 
 using namespace mgpu;
 using namespace mgpu::nn;
+using mgpu::testing::same_bits;
 
 namespace {
 
@@ -20,11 +20,6 @@ struct ThreadsGuard {
   int saved = num_threads();
   ~ThreadsGuard() { set_num_threads(saved); }
 };
-
-bool same_bits(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
-}
 
 /// One training step of `model` on (x, y); returns the loss.
 double train_step(Sequential& model, optim::SGD& opt, const Tensor& x, const Tensor& y) {

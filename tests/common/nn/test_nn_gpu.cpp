@@ -10,12 +10,12 @@ using namespace mgpu;
 using namespace mgpu::nn;
 using mgpu::testing::gpu_rtol;
 using nntest::check_close;
+using nntest::kGpu;
 using nntest::uniform_tensor;
 using nntest::values;
 
 namespace {
 
-const Device kGpu = Device::cuda(0);
 
 /// Runs forward and backward of `layer` on the CPU and of its clone on the GPU with the
 /// same input and output gradient; compares output, input gradient, parameter gradients.
