@@ -24,7 +24,7 @@ void pairwise_all_to_all(ProcessGroup& pg, const Tensor& output, const Tensor& i
   // mgpu::Error for bad input; t.view(offset, {count}) -> count elements of t from offset,
   // a view; copy_(dst, src) (mgpu/copy.h); pg.send(t, to) and pg.recv(t, from) -> a Work at
   // once; Work's wait(); p, r (above).
-  // TODO(task5) BEGIN: chapter §5's pairwise all-to-all, blocking: on return output's piece q
+  // TODO(task5) BEGIN: chapter §3's pairwise all-to-all, blocking: on return output's piece q
   // holds rank q's piece for this rank, byte for byte, for equal pieces and for split sizes
   // (rows of dimension 0, as ProcessGroup::all_to_all; empty pieces and empty tensors
   // included). Bad input throws the same mgpu::Error as ProcessGroup::all_to_all, before any
