@@ -2,12 +2,13 @@
 //
 // In an all-to-all every rank holds a different piece for every rank: rank r's input is
 // cut along dimension 0 into p pieces, piece q going to rank q, and its output collects
-// rank q's piece for r at place q (c10d's all_to_all_single; lesson 14's Ulysses and lesson
-// 16's expert dispatch live on it). Nothing is added up: each piece travels once, straight
-// from its sender to its receiver. The pairwise exchange orders those messages into rounds:
-// rank r keeps its own piece (a local copy), and in round k = 1 .. p-1 it sends to rank
-// r+k and receives from rank r-k (modulo p). Every round every rank sends one message and
-// receives one, so no rank is a hot spot and every link is busy.
+// rank q's piece for r at place q (c10d's all_to_all_single: DeepSpeed-Ulysses regroups
+// attention heads with it, mixture-of-experts sends tokens to their experts). Nothing is
+// added up: each piece travels once, straight from its sender to its receiver. The
+// pairwise exchange orders those messages into rounds: rank r keeps its own piece (a
+// local copy), and in round k = 1 .. p-1 it sends to rank r+k and receives from rank r-k
+// (modulo p). Every round every rank sends one message and receives one, so no rank is a
+// hot spot and every link is busy.
 #include "mgpu/copy.h"
 #include "mgpu/dist/all_to_all.h"
 #include "mgpu/dist/work.h"
