@@ -98,11 +98,13 @@ void pieces_of(const Tensor& t, const char* name, const std::vector<std::int64_t
 
 }  // namespace
 
+}  // namespace detail
+
 AllToAllPieces all_to_all_pieces(const Tensor& output, const Tensor& input,
                                  const std::vector<std::int64_t>& output_split_sizes,
                                  const std::vector<std::int64_t>& input_split_sizes, int size) {
-  check_tensor("all_to_all", output, "output");
-  check_tensor("all_to_all", input, "input");
+  detail::check_tensor("all_to_all", output, "output");
+  detail::check_tensor("all_to_all", input, "input");
   MGPU_CHECK(input.ndim() >= 1 && output.ndim() >= 1 && input.dtype() == output.dtype() &&
                  Shape(input.shape().begin() + 1, input.shape().end()) ==
                      Shape(output.shape().begin() + 1, output.shape().end()),
@@ -110,13 +112,15 @@ AllToAllPieces all_to_all_pieces(const Tensor& output, const Tensor& input,
              " must be rows of the same shape and dtype (cut along dimension 0)");
   MGPU_CHECK(input.device() == output.device(), "all_to_all: input ", input.str(), " and output ",
              output.str(), " must be on the same device");
-  MGPU_CHECK(!overlaps(input, output), "all_to_all: input ", input.str(), " overlaps output ",
+  MGPU_CHECK(!detail::overlaps(input, output), "all_to_all: input ", input.str(), " overlaps output ",
              output.str(), "; give the result a tensor of its own");
   AllToAllPieces p;
-  pieces_of(input, "input", input_split_sizes, "input_split_sizes", size, p.send_counts, p.send_offsets);
-  pieces_of(output, "output", output_split_sizes, "output_split_sizes", size, p.recv_counts, p.recv_offsets);
+  detail::pieces_of(input, "input", input_split_sizes, "input_split_sizes", size, p.send_counts, p.send_offsets);
+  detail::pieces_of(output, "output", output_split_sizes, "output_split_sizes", size, p.recv_counts, p.recv_offsets);
   return p;
 }
+
+namespace detail {
 
 bool overlaps(const Tensor& a, const Tensor& b) {
   if (!a.shares_storage(b) || a.numel() == 0 || b.numel() == 0) return false;

@@ -5,6 +5,7 @@
 #include "mpi_include.h"
 
 #include "engine.h"
+#include "mgpu/dist/all_to_all.h"
 #include "mgpu/dist/process_group.h"
 
 namespace mgpu::dist::detail {
@@ -16,16 +17,10 @@ void check_rank(const char* op, int r, int size, const char* what);
 /// For all_gather / reduce_scatter: big.numel() == size * small.numel(), same dtype.
 void check_split(const char* op, const Tensor& big, const char* big_name, const Tensor& small,
                  const char* small_name, int size);
-/// An all_to_all's pieces, in elements: what goes to each rank (counts and offsets in
-/// input) and what comes from each (in output).
-struct AllToAllPieces {
-  std::vector<std::int64_t> send_counts, send_offsets, recv_counts, recv_offsets;
-};
-/// Checks an all_to_all's tensors and split sizes (c10d's messages for bad splits) and
-/// returns its pieces.
-AllToAllPieces all_to_all_pieces(const Tensor& output, const Tensor& input,
-                                 const std::vector<std::int64_t>& output_split_sizes,
-                                 const std::vector<std::int64_t>& input_split_sizes, int size);
+/// An all_to_all's pieces and their check are public (mgpu/dist/all_to_all.h: lesson 04's
+/// all-to-all by hand cuts its tensors with them too).
+using dist::AllToAllPieces;
+using dist::all_to_all_pieces;
 /// True when the element ranges of a and b overlap in memory.
 bool overlaps(const Tensor& a, const Tensor& b);
 
