@@ -11,7 +11,7 @@ std::int64_t heads_per_rank(std::int64_t heads, int P) {
   MGPU_CHECK(P >= 1, "heads_per_rank: P = ", P);
   std::int64_t per_rank = 0;
   // What you have: heads (H), P; MGPU_CHECK(condition, message parts...) throws mgpu::Error.
-  // TODO(task5) BEGIN: chapter §8, task 5: per_rank = H/P, the whole heads a rank attends
+  // TODO(task5) BEGIN: chapter §7, task 5: per_rank = H/P, the whole heads a rank attends
   // to. Invariant: a head is never cut between ranks. An H that P does not divide (H < 1
   // too) is refused with one error that starts "Ulysses: H = <H> heads do not split over
   // P = <P> ranks" and names the fixes (an H that is a multiple of P, under tensor
@@ -38,7 +38,7 @@ Tensor sequence_to_heads(const Tensor& x, std::int64_t heads, dist::ProcessGroup
   // PyTorch's t.permute(dims).contiguous()); Tensor::empty(shape, dtype, device);
   // group.all_to_all(output, input) -> a dist::Work (wait() it): input cut along dimension 0
   // into P equal pieces, piece j to rank j; output's piece j from rank j.
-  // TODO(task5) BEGIN: chapter §8, task 5: out = the head-sharded [B·H/P, T, D]: row
+  // TODO(task5) BEGIN: chapter §7, task 5: out = the head-sharded [B·H/P, T, D]: row
   // b·(H/P) + i is head r·(H/P) + i of batch b, its T positions rank 0's T/P, then rank
   // 1's, and so on. Invariants: exactly one all_to_all, its pieces equal (each the B·(H/P)
   // heads of one rank at this rank's positions), no send; refused (heads_per_rank) before
@@ -65,7 +65,7 @@ Tensor heads_to_sequence(const Tensor& y, std::int64_t heads, dist::ProcessGroup
   // What you have: y [B·H/P, T, D] (head-sharded, as sequence_to_heads returns it); heads
   // (H), P; heads_per_rank(H, P); y.reshape(shape); permute(t, dims); Tensor::empty(shape,
   // dtype, device); group.all_to_all(output, input) -> a dist::Work.
-  // TODO(task5) BEGIN: chapter §8, task 5: out = the sequence-sharded [B·H, T/P, D] (row
+  // TODO(task5) BEGIN: chapter §7, task 5: out = the sequence-sharded [B·H, T/P, D] (row
   // b·H + h: head h of batch b at this rank's positions), sequence_to_heads undone:
   // heads_to_sequence(sequence_to_heads(x)) == x exactly. Invariants: exactly one
   // all_to_all of equal pieces, no send; refused (heads_per_rank) before any traffic; out
@@ -97,7 +97,7 @@ UlyssesForward ulysses_attention_forward(const Tensor& q, const Tensor& k, const
   // heads_to_sequence (above); block_attention(q, k, v, q_pos, k_pos, causal, chunk,
   // &f.work) -> a PartialAttention (f64, host; chunk 0: the block is one chunk); t.to(dtype),
   // t.to(device).
-  // TODO(task5) BEGIN: chapter §8, task 5: f.q, f.k, f.v = the head-sharded q, k, v (kept
+  // TODO(task5) BEGIN: chapter §7, task 5: f.q, f.k, f.v = the head-sharded q, k, v (kept
   // for the backward); f.result = their attention over the whole sequence; f.out = its
   // output, sequence-sharded, in q's dtype and on q's device; f.work = the score entries
   // computed. Invariants: exactly 4 all_to_alls (3 in, 1 out), no send; equal to full
@@ -128,7 +128,7 @@ nn::AttentionGrads ulysses_attention_backward(const Tensor& dout, const UlyssesF
   // sequence_to_heads, heads_to_sequence; block_attention_backward(dout, q, k, v, q_pos,
   // k_pos, fwd.result, causal, chunk, dq, dk, dv) (adds to the f64 host tensors dq, dk, dv);
   // zeros_f64(like); t.to(dtype), t.to(device).
-  // TODO(task5) BEGIN: chapter §8, task 5: g.dq, g.dk, g.dv = dL/dq, dL/dk, dL/dv of this
+  // TODO(task5) BEGIN: chapter §7, task 5: g.dq, g.dk, g.dv = dL/dq, dL/dk, dL/dv of this
   // rank's rows, sequence-sharded [B·H, T/P, D], in fwd.q's dtype and on its device.
   // Invariants: exactly 4 all_to_alls (dO in, dQ, dK, dV out), no send, no all-to-all of
   // Q, K or V again; equal to full attention's gradients at 1e-12 in f64, causal or not.
