@@ -29,11 +29,11 @@ Tensor sequence_to_heads(const Tensor& x, std::int64_t heads, dist::ProcessGroup
   const int P = group.size();
   Tensor out;
   // What you have: x [B·H, T/P, D] (row b·H + h: head h of batch b at this rank's T/P
-  // positions); heads (H), P; heads_per_rank(H, P) (above); x.reshape(shape) (the same
-  // values, another shape); permute(t, dims) (a copy with its dimensions reordered, as
-  // PyTorch's t.permute(dims).contiguous()); Tensor::empty(shape, dtype, device);
-  // group.all_to_all(output, input) -> a dist::Work (wait() it): input cut along dimension 0
-  // into P equal pieces, piece j to rank j; output's piece j from rank j.
+  // positions); heads (H), P, r = group.rank(); heads_per_rank(H, P) (above);
+  // x.reshape(shape) (the same values, another shape); permute(t, dims) (a copy with its
+  // dimensions reordered, as PyTorch's t.permute(dims).contiguous()); Tensor::empty(shape,
+  // dtype, device); group.all_to_all(output, input) -> a dist::Work (wait() it): input cut
+  // along dimension 0 into P equal pieces, piece j to rank j; output's piece j from rank j.
   // TODO(task5) BEGIN: chapter §7, task 5: out = the head-sharded [B·H/P, T, D]: row
   // b·(H/P) + i is head r·(H/P) + i of batch b, its T positions rank 0's T/P, then rank
   // 1's, and so on. Invariants: exactly one all_to_all, its pieces equal (each the B·(H/P)
