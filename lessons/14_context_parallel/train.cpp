@@ -2,7 +2,7 @@
 // library's one GPT (mgpu/parallel/gpt/): each rank of a group of --cp ranks holds the whole
 // model and its own positions of every window (plain blocks, or with --split zigzag a head
 // and a tail chunk); attention is ring attention (tasks 1-4), or with --allgather the
-// all-gather-K/V baseline. More ranks: data parallelism across the CP groups (replica d reads
+// all-gather-K/V baseline, or with --ulysses Ulysses' all-to-alls (task 5). More ranks: data parallelism across the CP groups (replica d reads
 // batch s·D + d), CP and DP reduced together by lesson 05's DDP over the ranks that hold the
 // same parameters (Megatron-LM's way). --tp N: each CP rank is N ranks of lesson 13's tensor
 // parallelism, the ring on this TP rank's heads. --check (the default) trains the unsplit
@@ -35,6 +35,7 @@ struct Flags : app::GptProgramFlags {
   int cp = 0;  // 0: every rank (no data parallelism)
   int tp = 1;  // tensor-parallel ranks inside each CP rank
   bool allgather = false;
+  bool ulysses = false;
 };
 
 int train(const Flags& f) {
@@ -52,7 +53,9 @@ int train(const Flags& f) {
   gpt::GptPlan plan;
   plan.shape = parallel::grid::GridShape{D, TP, 1, P};
   plan.split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
-  plan.attention = f.allgather ? gpt::Attention::allgather : gpt::Attention::ring;
+  MGPU_CHECK(!(f.allgather && f.ulysses), "--allgather and --ulysses are two attention cores: pick one");
+  plan.attention = f.allgather ? gpt::Attention::allgather
+                   : f.ulysses ? gpt::Attention::ulysses : gpt::Attention::ring;
   plan.embedding = plan.head = gpt::Vocab::replicated;
   plan.grad_sync = gpt::GradSync::ddp;
   const parallel::grid::ProcessGrid g(plan.shape, at.backend, at.device);
@@ -73,7 +76,7 @@ int train(const Flags& f) {
                 "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "
                 "positions per rank, attention %s%s, %s, %s\n", config.str().c_str(), W, TP, P, D,
                 static_cast<long long>(f.seq), cp::split_name(plan.split), static_cast<long long>(Tr),
-                f.allgather ? "all-gather K/V" : "ring", D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
+                f.allgather ? "all-gather K/V" : f.ulysses ? "Ulysses" : "ring", D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
                 f.dtype.c_str(), corpus.source.c_str());
   double loss = 0.0, step_s = 0.0;
   for (std::int64_t s = 0; s < f.steps; ++s) {
@@ -145,6 +148,8 @@ int main(int argc, char** argv) {
                  "heads): lesson 13's split, the ring on this TP rank's heads")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
   cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the baseline) instead of the ring");
+  cli.add_flag("--ulysses", f.ulysses, "attention by Ulysses' all-to-alls (task 5: heads for positions; "
+               "TP x CP must divide the 4 heads) instead of the ring");
   MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv, [&] { return train(f); });
 }

@@ -1,12 +1,15 @@
 // Shared by lesson 14's graded tests: full attention in one process (the reference), the
-// rows of a rank, and a group that records each message the ring sends.
+// rows of a rank, and a group that records each message the ring sends and each collective
+// (Ulysses' all-to-alls).
 #pragma once
 
 #include <catch2/catch.hpp>
 
 #include <cmath>
 #include <cstdint>
+#include <string>
 #include <tuple>
+#include <utility>
 #include <vector>
 
 #include "error_measures.h"
@@ -17,13 +20,14 @@
 #include "mgpu/nn/attention.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/cp/ring_attention.h"
+#include "mgpu/parallel/cp/ulysses.h"
 #include "random_data.h"
 
 namespace cp_test {
 
 using namespace mgpu;
 using namespace mgpu::testing;
-namespace cp = mgpu::parallel::cp;  // context parallelism: lesson 14 writes four of its functions
+namespace cp = mgpu::parallel::cp;  // context parallelism: lesson 14 writes its functions
 
 /// f64 on both sides: only the order of the sums differs.
 constexpr double kTol = 1e-12;
@@ -124,9 +128,14 @@ class SendLog : public ForwardingGroup {
   std::vector<Sent> sent;      ///< every message sent so far, in order
   std::vector<Batch> batches;  ///< every batch_isend_irecv (and send) so far, in order
   int collectives = 0;         ///< collectives issued so far
+  /// Every collective so far, in order: its name and the bytes of the tensor it writes.
+  std::vector<std::pair<std::string, std::size_t>> collective_log;
 
  protected:
-  void on_collective(const std::string&, const Tensor&) override { ++collectives; }
+  void on_collective(const std::string& op, const Tensor& written) override {
+    ++collectives;
+    collective_log.emplace_back(op, written.defined() ? written.nbytes() : 0);
+  }
 };
 
 /// The sends of `log` with tag `tag`.
@@ -141,6 +150,38 @@ inline std::vector<Sent> with_tag(const std::vector<Sent>& log, int tag) {
 inline std::tuple<Tensor, Tensor, Tensor, Tensor> whole_inputs(std::int64_t T = kT) {
   return {random_tensor({kBH, T, kD}, 11), random_tensor({kBH, T, kD}, 12),
           random_tensor({kBH, T, kD}, 13), random_tensor({kBH, T, kD}, 14)};
+}
+
+// ---- Ulysses (task 5) ---------------------------------------------------------------------------
+
+/// Ulysses' shapes: B = 2 sequences of H = 12 heads (P = 2, 3, 4 divide it), T = 24, D = 4;
+/// the rows of [B·H, T, D] are b·H + h.
+constexpr std::int64_t kUB = 2, kUH = 12;
+
+/// q, k, v, dy of the whole sequence [B·H, T, D], f64, the same on every rank.
+inline std::tuple<Tensor, Tensor, Tensor, Tensor> ulysses_whole_inputs() {
+  const std::int64_t BH = kUB * kUH;
+  return {random_tensor({BH, kT, kD}, 21), random_tensor({BH, kT, kD}, 22),
+          random_tensor({BH, kT, kD}, 23), random_tensor({BH, kT, kD}, 24)};
+}
+
+/// What rank r holds after sequence_to_heads, written out here without the library: rows
+/// b·H + r·H/P + i of `whole` [B·H, T, D] (i < H/P) in the order b, i, their positions rank
+/// 0's, then rank 1's, ... -> [B·H/P, T, D].
+inline Tensor expected_head_rows(const Tensor& whole, std::int64_t B, std::int64_t H, int P, int r,
+                                 cp::Split split) {
+  const std::int64_t T = whole.size(1), D = whole.size(2), hp = H / P;
+  std::vector<std::int64_t> order;
+  for (int j = 0; j < P; ++j)
+    for (std::int64_t t : expected_positions(T, P, j, split)) order.push_back(t);
+  Tensor out = Tensor::empty({B * hp, T, D}, whole.dtype());
+  for (std::int64_t b = 0; b < B; ++b)
+    for (std::int64_t i = 0; i < hp; ++i)
+      for (std::int64_t t = 0; t < T; ++t) {
+        Tensor dst = out.view(((b * hp + i) * T + t) * D, {D});
+        copy_(dst, whole.view(((b * H + r * hp + i) * T + order[t]) * D, {D}));
+      }
+  return out;
 }
 
 }  // namespace cp_test

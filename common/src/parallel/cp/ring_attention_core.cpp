@@ -1,5 +1,5 @@
-// The context-parallel attention core: ring attention (tasks 3 and 4 of lesson 14) or the
-// all-gather baseline, with what lesson 14's program measures of it.
+// The context-parallel attention core: ring attention (tasks 3 and 4 of lesson 14), the
+// all-gather baseline or Ulysses (task 5), with what lesson 14's program measures of it.
 #include "mgpu/parallel/cp/ring_attention_core.h"
 
 #include <time.h>
@@ -22,11 +22,19 @@ double thread_cpu_s() {
 }  // namespace
 
 RingAttentionCore::RingAttentionCore(dist::ProcessGroup& group, Split split, bool allgather)
-    : group_(&group), split_(split), allgather_(allgather) {}
+    : RingAttentionCore(group, split, allgather ? CoreKind::allgather : CoreKind::ring) {}
+
+RingAttentionCore::RingAttentionCore(dist::ProcessGroup& group, Split split, CoreKind kind,
+                                     std::int64_t heads)
+    : group_(&group), split_(split), kind_(kind), heads_(heads) {
+  if (kind_ == CoreKind::ulysses) heads_per_rank(heads_, group_->size());  // refused here, once
+}
 
 std::string RingAttentionCore::describe() const {
-  return std::string(allgather_ ? "all-gather K/V" : "ring") + " attention over " +
-         std::to_string(group_->size()) + " rank(s), " + split_name(split_);
+  const char* name = kind_ == CoreKind::allgather ? "all-gather K/V"
+                     : kind_ == CoreKind::ulysses ? "Ulysses" : "ring";
+  return std::string(name) + " attention over " + std::to_string(group_->size()) + " rank(s), " +
+         split_name(split_);
 }
 
 Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor& v, bool training) {
@@ -38,14 +46,25 @@ Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor
   const std::size_t before = memory_stats(dev).allocated;
   reset_peak_memory(dev);
   const double c0 = thread_cpu_s();
-  CpForward f = allgather_ ? allgather_attention_forward(q, k, v, split_, true, *group_)
-                           : ring_attention_forward(q, k, v, split_, true, *group_);
+  if (kind_ == CoreKind::ulysses) {
+    UlyssesForward u = ulysses_attention_forward(q, k, v, heads_, split_, true, *group_);
+    stats_.cpu_s += thread_cpu_s() - c0;
+    stats_.peak = std::max(stats_.peak, memory_stats(dev).peak_allocated - before);
+    stats_.work = u.work;
+    Tensor y = std::move(u.out);
+    u.out = Tensor();
+    if (training) saved_.push(describe(), Saved{Tensor(), Tensor(), Tensor(), CpForward(), std::move(u)});
+    return y;
+  }
+  CpForward f = kind_ == CoreKind::allgather
+                    ? allgather_attention_forward(q, k, v, split_, true, *group_)
+                    : ring_attention_forward(q, k, v, split_, true, *group_);
   stats_.cpu_s += thread_cpu_s() - c0;
   stats_.peak = std::max(stats_.peak, memory_stats(dev).peak_allocated - before);
   stats_.work = f.work;
   Tensor y = std::move(f.out);
   f.out = Tensor();
-  if (training) saved_.push(describe(), Saved{q, k, v, std::move(f)});
+  if (training) saved_.push(describe(), Saved{q, k, v, std::move(f), UlyssesForward()});
   return y;
 }
 
@@ -53,14 +72,17 @@ nn::AttentionGrads RingAttentionCore::backward(const Tensor& grad_y) {
   const Saved s = saved_.pop(describe());
   const double c0 = thread_cpu_s();
   nn::AttentionGrads g =
-      allgather_ ? allgather_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_)
-                 : ring_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_);
+      kind_ == CoreKind::ulysses
+          ? ulysses_attention_backward(grad_y, s.u, heads_, split_, true, *group_)
+      : kind_ == CoreKind::allgather
+          ? allgather_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_)
+          : ring_attention_backward(grad_y, s.q, s.k, s.v, s.f, split_, true, *group_);
   stats_.cpu_s += thread_cpu_s() - c0;
   return g;
 }
 
 std::shared_ptr<AttentionCore> RingAttentionCore::clone() const {
-  return std::make_shared<RingAttentionCore>(*group_, split_, allgather_);
+  return std::make_shared<RingAttentionCore>(*group_, split_, kind_, heads_);
 }
 
 }  // namespace mgpu::parallel::cp

@@ -13,7 +13,9 @@ std::string GptPlan::str() const {
   if (shape.tp > 1 || sequence_parallel)
     os << (regather ? ", TP with SP (re-gather)" : sequence_parallel ? ", TP with SP" : "");
   if (attention != Attention::local)
-    os << ", CP " << cp::split_name(split) << (attention == Attention::allgather ? " all-gather K/V" : " ring");
+    os << ", CP " << cp::split_name(split)
+       << (attention == Attention::allgather ? " all-gather K/V"
+           : attention == Attention::ulysses ? " Ulysses" : " ring");
   if (shape.pp > 1 || micro_batches > 1)
     os << ", " << pp::schedule_name(schedule) << ", " << virtual_stages << " chunk(s) per rank, "
        << micro_batches << " micro-batch(es)";
@@ -34,6 +36,10 @@ void GptPlan::check(const nn::GPTConfig& config) const {
   MGPU_CHECK(s.cp == 1 || attention != Attention::local, "plan: CP ", s.cp, " cuts every sequence "
              "over its ranks; attention then needs the ring (or the all-gather baseline), not the "
              "local core");
+  MGPU_CHECK(attention != Attention::ulysses || config.n_head % (static_cast<std::int64_t>(s.tp) * s.cp) == 0,
+             "plan: Ulysses: H = ", config.n_head, " heads do not split over TP·CP = ", s.tp, "·",
+             s.cp, " ranks (a CP rank attends to H/(TP·CP) whole heads): choose a CP (and TP) "
+             "whose product divides H, or use the ring");
   MGPU_CHECK(!sequence_parallel || attention == Attention::local, "plan: sequence parallelism "
              "gathers the whole sequence for attention over the TP group; it does not combine "
              "with a context-parallel core (CP ", s.cp, ")");

@@ -27,7 +27,7 @@ namespace {
 
 // One block of the full model as this rank holds it.
 std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
-                                       const grid::ProcessGrid& g,
+                                       const grid::ProcessGrid& g, std::int64_t n_head,
                                        std::vector<std::shared_ptr<cp::RingAttentionCore>>& cores) {
   const grid::GridShape& s = plan.shape;
   if (s.tp == 1 && plan.attention == Attention::local && !plan.sequence_parallel) return full.clone();
@@ -35,8 +35,12 @@ std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
                                                    g.group(grid::Axis::tp), plan.sequence_parallel);
   if (plan.regather) block->set_regather_in_backward(true);
   if (plan.attention != Attention::local) {
-    auto core = std::make_shared<cp::RingAttentionCore>(g.group(grid::Axis::cp), plan.split,
-                                                        plan.attention == Attention::allgather);
+    const cp::CoreKind kind = plan.attention == Attention::allgather ? cp::CoreKind::allgather
+                              : plan.attention == Attention::ulysses ? cp::CoreKind::ulysses
+                                                                     : cp::CoreKind::ring;
+    auto core = std::make_shared<cp::RingAttentionCore>(
+        g.group(grid::Axis::cp), plan.split, kind,
+        n_head / s.tp);
     block->set_attention_core(core);
     cores.push_back(core);
   }
@@ -91,7 +95,7 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
     I.chunks.emplace_back();
     for (std::int64_t b = r.begin; b < r.end; ++b) {
       const auto& [name, block] = kids.at(static_cast<std::size_t>(2 + b));
-      I.chunks.back().push_back(make_block(*block, plan, grid, I.cores));
+      I.chunks.back().push_back(make_block(*block, plan, grid, I.cfg.n_head, I.cores));
       I.parts->add(name, I.chunks.back().back());
     }
   }

@@ -1,6 +1,6 @@
 /// @file ring_attention_core.h
 /// @brief Lesson 14's attention core for a layer: ring attention (or the all-gather-K/V
-/// baseline) over the context-parallel group, each rank holding the queries, keys and
+/// baseline, or Ulysses' all-to-alls) over the context-parallel group, each rank holding the queries, keys and
 /// values of its own positions (ring_attention.h). Plugged into tp::ParallelSelfAttention,
 /// it makes the tensor-parallel layer context-parallel too: the projections split by heads
 /// over the TP group, the core over the CP group on those heads.
@@ -13,6 +13,7 @@
 #include "mgpu/dist/process_group.h"
 #include "mgpu/parallel/attention_core.h"
 #include "mgpu/parallel/cp/ring_attention.h"
+#include "mgpu/parallel/cp/ulysses.h"
 
 namespace mgpu::parallel::cp {
 
@@ -24,12 +25,22 @@ struct CoreStats {
   std::size_t carried_peak = 0;  ///< the process's peak it found before measuring its own
 };
 
-/// Ring attention over `group` (all-gather of K and V with `allgather`), positions cut by
-/// `split`. Keeps q, k, v and the merged f64 result (never the B·H·T² probabilities).
+/// Which context-parallel attention a core runs.
+enum class CoreKind {
+  ring,       ///< ring attention (tasks 3 and 4)
+  allgather,  ///< the all-gather-K/V baseline
+  ulysses,    ///< Ulysses' all-to-alls (task 5): the whole sequence of H/P heads per rank
+};
+
+/// Ring attention over `group` (all-gather of K and V with `allgather`; Ulysses with
+/// CoreKind::ulysses), positions cut by `split`. Keeps q, k, v (Ulysses: their head-sharded
+/// twins) and the merged f64 result (never the B·H·T² probabilities).
 class RingAttentionCore : public AttentionCore {
  public:
   /// `group` must outlive the core.
   RingAttentionCore(dist::ProcessGroup& group, Split split, bool allgather);
+  /// A core of `kind`; Ulysses needs `heads`, the heads of q, k, v (B·heads rows).
+  RingAttentionCore(dist::ProcessGroup& group, Split split, CoreKind kind, std::int64_t heads = 0);
   Tensor forward(const Tensor& q, const Tensor& k, const Tensor& v, bool training) override;
   nn::AttentionGrads backward(const Tensor& grad_y) override;
   std::shared_ptr<AttentionCore> clone() const override;
@@ -44,11 +55,13 @@ class RingAttentionCore : public AttentionCore {
  private:
   struct Saved {
     Tensor q, k, v;
-    CpForward f;  // its output dropped: the backward needs the f64 result only
+    CpForward f;       // its output dropped: the backward needs the f64 result only
+    UlyssesForward u;  // Ulysses: the head-sharded q, k, v and result (q, k, v above unset)
   };
   dist::ProcessGroup* group_;
   Split split_;
-  bool allgather_;
+  CoreKind kind_;
+  std::int64_t heads_;
   CoreStats stats_;
   nn::SavedContexts<Saved> saved_;
 };

@@ -8,12 +8,13 @@
 ///   TP (lesson 13): attention by heads, the MLP by features; optionally sequence
 ///      parallelism in the LayerNorm regions, with or without the re-gather
 ///   CP (lesson 14): each rank's positions of every sequence (plain or zigzag), attention
-///      by ring attention (or the all-gather baseline) on the heads its TP rank holds
+///      by ring attention (or the all-gather baseline, or Ulysses' all-to-alls) on the heads
+///      its TP rank holds
 ///   PP (lesson 15): the blocks cut into stages (and virtual stages), a schedule, micro-batches
 ///   DP: the replicas' gradients averaged over the ranks that hold the same parameters
 ///      (the CP x DP ranks): by lesson 05's DDP while the backward runs, or once after it
 ///
-/// A new dimension (experts, Ulysses, zero-bubble schedules) is a new field here.
+/// A new dimension (experts, zero-bubble schedules) is a new field here.
 #pragma once
 
 #include <cstdint>
@@ -38,6 +39,7 @@ enum class Attention {
   local,      ///< lesson 12's over the positions a rank holds (the whole sequence without CP)
   ring,       ///< lesson 14's ring over the CP group (a ring of one rank where CP is 1)
   allgather,  ///< lesson 14's baseline: K and V all-gathered over the CP group
+  ulysses,    ///< lesson 14's Ulysses: all-to-alls over the CP group (TP·CP must divide H)
 };
 
 /// How the gradients are averaged over the data group (grid.h's data_group()).
@@ -52,7 +54,7 @@ struct GptPlan {
   bool sequence_parallel = false;        ///< TP: the LayerNorm regions cut along T
   bool regather = false;                 ///< SP: the column inputs gathered again in the backward
   cp::Split split = cp::Split::zigzag;   ///< CP: which positions each rank holds
-  Attention attention = Attention::local;  ///< the core; CP above 1 needs ring or allgather
+  Attention attention = Attention::local;  ///< the core; CP above 1 needs ring, allgather or ulysses
   pp::ScheduleKind schedule = pp::ScheduleKind::one_f_one_b;  ///< PP: each rank's order
   int virtual_stages = 1;                ///< PP: model chunks per pipeline rank
   int micro_batches = 1;                 ///< PP: micro-batches per step
@@ -64,7 +66,7 @@ struct GptPlan {
   std::string str() const;
   /// Throws, with one message naming the option and the fix, when the plan does not fit
   /// `config` or its options contradict each other (CP with the local core; SP with a CP
-  /// core; the re-gather without SP;
+  /// core; Ulysses with TP·CP not dividing the heads; the re-gather without SP;
   /// DDP with a pipeline or micro-batches; a replicated head under a split embedding; more
   /// virtual stages than blocks). A TP that does not divide the heads is refused by lesson
   /// 13's head_shard when the blocks are cut.
