@@ -2,9 +2,10 @@
 // library's one GPT (mgpu/parallel/gpt/): each rank of a group of --cp ranks holds the whole
 // model and its own positions of every window (plain blocks, or with --split zigzag a head
 // and a tail chunk); attention is ring attention (tasks 1-4), or with --allgather the
-// all-gather-K/V baseline, or with --ulysses Ulysses' all-to-alls (task 5). More ranks: data parallelism across the CP groups (replica d reads
-// batch s·D + d), CP and DP reduced together by lesson 05's DDP over the ranks that hold the
-// same parameters (Megatron-LM's way). --tp N: each CP rank is N ranks of lesson 13's tensor
+// all-gather-K/V baseline, or with --ulysses Ulysses' all-to-alls (task 5). More ranks: data
+// parallelism across the CP groups (replica d reads batch s·D + d), CP and DP reduced
+// together by lesson 05's DDP over the ranks that hold the same parameters (Megatron-LM's
+// way). --tp N: each CP rank is N ranks of lesson 13's tensor
 // parallelism, the ring on this TP rank's heads. --check (the default) trains the unsplit
 // nn::GPT too: in f64 the losses agree to about 1e-15, in f32 to 1e-7.
 //

@@ -1,7 +1,7 @@
 /// @file ring_attention_core.h
 /// @brief Lesson 14's attention core for a layer: ring attention (or the all-gather-K/V
-/// baseline, or Ulysses' all-to-alls) over the context-parallel group, each rank holding the queries, keys and
-/// values of its own positions (ring_attention.h). Plugged into tp::ParallelSelfAttention,
+/// baseline, or Ulysses' all-to-alls) over the context-parallel group, each rank holding the
+/// queries, keys and values of its own positions (ring_attention.h). Plugged into tp::ParallelSelfAttention,
 /// it makes the tensor-parallel layer context-parallel too: the projections split by heads
 /// over the TP group, the core over the CP group on those heads.
 #pragma once
