@@ -24,7 +24,10 @@ namespace mgpu::dist {
 /// is send_counts[q] elements from send_offsets[q]; output's piece from rank q is
 /// recv_counts[q] elements from recv_offsets[q]. Each list is size() long.
 struct AllToAllPieces {
-  std::vector<std::int64_t> send_counts, send_offsets, recv_counts, recv_offsets;
+  std::vector<std::int64_t> send_counts;   ///< elements of input's piece for each rank
+  std::vector<std::int64_t> send_offsets;  ///< where in input each rank's piece begins
+  std::vector<std::int64_t> recv_counts;   ///< elements of output's piece from each rank
+  std::vector<std::int64_t> recv_offsets;  ///< where in output each rank's piece begins
 };
 
 /// Checks an all_to_all's tensors and split sizes exactly as ProcessGroup::all_to_all does

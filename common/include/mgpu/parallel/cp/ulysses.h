@@ -39,7 +39,9 @@ namespace mgpu::parallel::cp {
 /// What a Ulysses forward keeps for its backward, and its output.
 struct UlyssesForward {
   Tensor out;               ///< [B·H, T/P, D], sequence-sharded, the inputs' dtype and device
-  Tensor q, k, v;           ///< [B·H/P, T, D], head-sharded (the backward's operands)
+  Tensor q;                 ///< [B·H/P, T, D], head-sharded (the backward's operands)
+  Tensor k;                 ///< [B·H/P, T, D], head-sharded
+  Tensor v;                 ///< [B·H/P, T, D], head-sharded
   PartialAttention result;  ///< the head-sharded attention's result (f64, host)
   std::int64_t work = 0;    ///< score entries this rank computed (block_attention's count)
 };
