@@ -28,6 +28,7 @@
 #include <utility>
 #include <vector>
 
+#include "bench_clock.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/app/ranks.h"
 #include "mgpu/dist/all_to_all.h"
@@ -39,8 +40,9 @@ namespace {
 using mgpu::Device;
 using mgpu::Tensor;
 namespace dist = mgpu::dist;
-
-constexpr int kMinCalls = 3;  // timed calls per round at least, however long one call takes
+using lesson04_bench::kMinCalls;
+using lesson04_bench::time_op;
+using lesson04_bench::Timing;
 
 struct Options {
   std::int64_t min_size = 1024, max_size = std::int64_t(16) << 20;
@@ -48,18 +50,6 @@ struct Options {
   double seconds = 0.5;
   std::string device = "cpu", backend = "auto", csv;
 };
-
-// Seconds per call of `op`, the slowest rank's (an all-to-all is as fast as its last rank).
-// `ctl` is a CPU group used for the clock's barrier and the max.
-double time_op(dist::ProcessGroup& ctl, const std::function<void()>& op, int iters) {
-  ctl.barrier().wait();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) op();
-  double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-  Tensor t = Tensor::from_vector(std::vector<double>{mine}, {1});
-  ctl.all_reduce(t, dist::ReduceOp::max).wait();
-  return t.to_vector<double>()[0];
-}
 
 // Rank r's input: element j of its piece for rank q is r*64 + q + (j % 997)/1024, exact in
 // f32, so a piece from the wrong rank, for the wrong rank or cut wrong shows as #wrong.
@@ -70,19 +60,6 @@ Tensor rank_input(std::int64_t count, int p, int r, const Device& dev) {
     v[i] = static_cast<float>(r * 64 + i / piece) + static_cast<float>(i % piece % 997) / 1024.0f;
   return Tensor::from_vector(v, {count}, dev);
 }
-
-// One implementation's timed rounds: the median, the fastest, the slowest (seconds).
-struct Timing {
-  std::vector<double> rounds;
-  double median() const {
-    std::vector<double> s = rounds;
-    std::sort(s.begin(), s.end());
-    const std::size_t n = s.size();
-    return n == 0 ? 0 : n % 2 ? s[n / 2] : 0.5 * (s[n / 2 - 1] + s[n / 2]);
-  }
-  double min() const { return rounds.empty() ? 0 : *std::min_element(rounds.begin(), rounds.end()); }
-  double max() const { return rounds.empty() ? 0 : *std::max_element(rounds.begin(), rounds.end()); }
-};
 
 struct Impl {
   Impl(std::string n, bool a, std::function<void()> f) : name(std::move(n)), available(a), op(std::move(f)) {}
@@ -152,7 +129,8 @@ int main(int argc, char** argv) {
     const double bus_factor = double(p - 1) / p;
     dist::log0("# bench_all_to_all: ", p, " ranks on ", dist::num_nodes(), " node(s), backend ",
                pg->backend_name(), ", device ", opt.device, ", dtype f32, median (min..max) of ",
-               opt.rounds, " interleaved rounds per size");
+               opt.rounds, " interleaved rounds per size, load average ",
+               lesson04_bench::load_average());
     if (!hand_missing.empty()) dist::log0("# pairwise: not run: ", hand_missing);
     if (dev.is_cuda()) dist::log0("# MPI_Alltoall: not run: CUDA tensors (it times host memory only)");
     dist::log0("#       size      count |  pairwise (task 5): us  (min..max)   busbw |"

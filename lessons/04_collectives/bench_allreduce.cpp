@@ -17,6 +17,7 @@
 #include <string>
 #include <vector>
 
+#include "bench_clock.h"
 #include "mgpu/app/flags.h"
 #include "mgpu/app/ranks.h"
 #include "mgpu/dist/dist.h"
@@ -31,10 +32,10 @@ using mgpu::Device;
 using mgpu::Tensor;
 namespace dist = mgpu::dist;
 namespace perf = mgpu::perf;
+using lesson04_bench::kMinCalls;
+using lesson04_bench::time_op;
 
 constexpr std::int64_t kMaxBytes = std::int64_t(64) << 30;  // keeps every size product in int64
-constexpr int kMinCalls = 3;  // timed calls per round at least, however long one call takes
-
 struct Options {
   std::string min_size = "1K";
   std::string max_size = "256M";
@@ -73,18 +74,6 @@ std::int64_t parse_size(const std::string& flag, const std::string& text) {
   MGPU_CHECK(std::isfinite(v) && v * scale >= 1 && v * scale <= double(kMaxBytes), flag,
              ": size '", text, "' is out of range (from 1 byte to 64G)");
   return static_cast<std::int64_t>(v * scale);
-}
-
-// Seconds per call of `op`, the slowest rank's: a collective is only as fast as its
-// last rank. `ctl` is a CPU group used for the clock's barrier and the max.
-double time_op(dist::ProcessGroup& ctl, const std::function<void()>& op, int iters) {
-  ctl.barrier().wait();
-  auto t0 = std::chrono::steady_clock::now();
-  for (int i = 0; i < iters; ++i) op();
-  double mine = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count() / iters;
-  Tensor t = Tensor::from_vector(std::vector<double>{mine}, {1});
-  ctl.all_reduce(t, dist::ReduceOp::max).wait();
-  return t.to_vector<double>()[0];
 }
 
 // Rank r's values: small integers, so every sum is exact in f32 and any wrong element shows.
@@ -211,7 +200,8 @@ int main(int argc, char** argv) {
                opt.iters > 0 ? mgpu::detail::concat(opt.iters, " calls")
                              : mgpu::detail::concat("~", opt.seconds / opt.rounds, " s (at least ",
                                                     kMinCalls, " calls)"),
-               " per round, best of ", opt.rounds, " rounds per size");
+               " per round, best of ", opt.rounds, " rounds per size, load average ",
+               lesson04_bench::load_average());
     if (!have_ring) dist::log0("# ring: not run: ", ring_missing);
     dist::log0("#                         ring (lesson 04)                 library all_reduce (",
                pg->backend_name(), ")");
