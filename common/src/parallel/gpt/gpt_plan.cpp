@@ -51,6 +51,8 @@ void GptPlan::check(const nn::GPTConfig& config) const {
              "plan: Ulysses: H = ", config.n_head, " heads do not split over TP·CP = ", s.tp, "·",
              s.cp, " ranks (a CP rank attends to H/(TP·CP) whole heads): choose a CP (and TP) "
              "whose product divides H, or use the ring");
+  MGPU_CHECK(ulysses_size >= 0, "plan: a Ulysses size of ", ulysses_size, " ranks; give 1 or "
+             "more, or 0 for the default");
   MGPU_CHECK(ulysses_size == 0 || attention == Attention::hybrid, "plan: a Ulysses size (",
              ulysses_size, ") sizes the hybrid's Ulysses groups; it needs the hybrid core "
              "(--cp-kind hybrid)");
