@@ -59,7 +59,7 @@ int train(const Flags& f) {
   plan.attention = f.cp_kind == "allgather" ? gpt::Attention::allgather
                    : f.cp_kind == "ulysses"  ? gpt::Attention::ulysses
                    : f.cp_kind == "hybrid"   ? gpt::Attention::hybrid : gpt::Attention::ring;
-  plan.ulysses_size = f.ulysses_size;  // the plan's check refuses it without the hybrid
+  plan.ulysses_size = f.ulysses_size;  // refused by the plan's check without the hybrid
   plan.embedding = plan.head = gpt::Vocab::replicated;
   plan.grad_sync = gpt::GradSync::ddp;
   const parallel::grid::ProcessGrid g(plan.shape, at.backend, at.device);
@@ -75,9 +75,8 @@ int train(const Flags& f) {
   optim::AdamW optimizer(model.parameters(), adam);
   app::OneProcessCheck check(*full, adam, f.check);
   const nn::GPTConfig& config = full->config();
-  const int U = plan.ulysses_size_for(config);
-  const std::string kind = f.cp_kind != "hybrid" ? f.cp_kind
-      : "hybrid (Ulysses over " + std::to_string(U) + " x ring over " + std::to_string(P / U) + ")";
+  const int U = plan.ulysses_size_for(config);  // hybrid: Ulysses over U, the ring over P/U
+  const std::string kind = f.cp_kind + (f.cp_kind != "hybrid" ? "" : " (Ulysses " + std::to_string(U) + " x ring " + std::to_string(P / U) + ")");
   if (world->rank() == 0)
     std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel x %d-way "
                 "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "

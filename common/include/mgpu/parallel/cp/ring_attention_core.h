@@ -38,7 +38,8 @@ enum class CoreKind {
 const char* core_kind_name(CoreKind kind);
 
 /// Ring attention over `group` (all-gather of K and V with `allgather`; Ulysses with
-/// CoreKind::ulysses), positions cut by `split`. Keeps q, k, v (Ulysses: their head-sharded
+/// CoreKind::ulysses; the hybrid over its two sub-groups of `group` with CoreKind::hybrid),
+/// positions cut by `split`. Keeps q, k, v (Ulysses and the hybrid: their head-sharded
 /// twins) and the merged f64 result (never the B·H·T² probabilities).
 class RingAttentionCore : public AttentionCore {
  public:
