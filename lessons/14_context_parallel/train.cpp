@@ -1,8 +1,9 @@
 // train: lesson 14's program. gpt-tiny (lesson 12) under a context-parallel plan of the
 // library's one GPT (mgpu/parallel/gpt/): each rank of a group of --cp ranks holds the whole
 // model and its own positions of every window (plain blocks, or with --split zigzag a head
-// and a tail chunk); attention is ring attention (tasks 1-4), or with --allgather the
-// all-gather-K/V baseline, or with --ulysses Ulysses' all-to-alls (task 5). More ranks: data
+// and a tail chunk); attention is --cp-kind: ring attention (tasks 1-4), the all-gather-K/V
+// baseline, Ulysses' all-to-alls (task 5), or the hybrid (Ulysses inside groups of
+// --ulysses-size consecutive CP ranks, the ring across them). More ranks: data
 // parallelism across the CP groups (replica d reads batch s·D + d), CP and DP reduced
 // together by lesson 05's DDP over the ranks that hold the same parameters (Megatron-LM's
 // way). --tp N: each CP rank is N ranks of lesson 13's tensor
@@ -12,6 +13,7 @@
 //   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10 [--device cuda]
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10   (2 CP x 2 DP)
 //   tools/mpirun -np 8 build/solutions/14_context_parallel/train --tp 2 --cp 2 --steps 10
+//   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 4 --cp-kind hybrid --steps 10
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1 --steps 3 --no-check
 #include <algorithm>
 #include <cstdio>
@@ -35,8 +37,8 @@ struct Flags : app::GptProgramFlags {
   std::string split = "zigzag";
   int cp = 0;  // 0: every rank (no data parallelism)
   int tp = 1;  // tensor-parallel ranks inside each CP rank
-  bool allgather = false;
-  bool ulysses = false;
+  std::string cp_kind = "ring";  // ring, allgather, ulysses or hybrid
+  int ulysses_size = 0;          // hybrid: ranks of a Ulysses group (0: the plan's default)
 };
 
 int train(const Flags& f) {
@@ -54,9 +56,10 @@ int train(const Flags& f) {
   gpt::GptPlan plan;
   plan.shape = parallel::grid::GridShape{D, TP, 1, P};
   plan.split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
-  MGPU_CHECK(!(f.allgather && f.ulysses), "--allgather and --ulysses are two attention cores: pick one");
-  plan.attention = f.allgather ? gpt::Attention::allgather
-                   : f.ulysses ? gpt::Attention::ulysses : gpt::Attention::ring;
+  plan.attention = f.cp_kind == "allgather" ? gpt::Attention::allgather
+                   : f.cp_kind == "ulysses"  ? gpt::Attention::ulysses
+                   : f.cp_kind == "hybrid"   ? gpt::Attention::hybrid : gpt::Attention::ring;
+  plan.ulysses_size = f.ulysses_size;  // refused by the plan's check without the hybrid
   plan.embedding = plan.head = gpt::Vocab::replicated;
   plan.grad_sync = gpt::GradSync::ddp;
   const parallel::grid::ProcessGrid g(plan.shape, at.backend, at.device);
@@ -72,12 +75,14 @@ int train(const Flags& f) {
   optim::AdamW optimizer(model.parameters(), adam);
   app::OneProcessCheck check(*full, adam, f.check);
   const nn::GPTConfig& config = full->config();
+  const int U = plan.ulysses_size_for(config);  // hybrid: Ulysses over U, the ring over P/U
+  const std::string kind = f.cp_kind + (f.cp_kind != "hybrid" ? "" : " (Ulysses " + std::to_string(U) + " x ring " + std::to_string(P / U) + ")");
   if (world->rank() == 0)
     std::printf("lesson 14: gpt-tiny (%s) over %d rank(s): %d-way tensor parallel x %d-way "
                 "context parallel x %d data-parallel replica(s); T = %lld cut %s into %lld "
                 "positions per rank, attention %s%s, %s, %s\n", config.str().c_str(), W, TP, P, D,
                 static_cast<long long>(f.seq), cp::split_name(plan.split), static_cast<long long>(Tr),
-                f.allgather ? "all-gather K/V" : f.ulysses ? "Ulysses" : "ring", D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
+                kind.c_str(), D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
                 f.dtype.c_str(), corpus.source.c_str());
   double loss = 0.0, step_s = 0.0;
   for (std::int64_t s = 0; s < f.steps; ++s) {
@@ -148,9 +153,11 @@ int main(int argc, char** argv) {
   cli.add_option("--tp", f.tp, "tensor-parallel ranks inside each CP rank (consecutive; they divide the 4 "
                  "heads): lesson 13's split, the ring on this TP rank's heads")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--split", f.split, "plain or zigzag")->check(CLI::IsMember({"plain", "zigzag"}))->capture_default_str();
-  cli.add_flag("--allgather,!--ring", f.allgather, "attention by all-gathering K and V (the baseline) instead of the ring");
-  cli.add_flag("--ulysses", f.ulysses, "attention by Ulysses' all-to-alls (task 5: heads for positions; "
-               "TP x CP must divide the 4 heads) instead of the ring");
+  cli.add_option("--cp-kind", f.cp_kind, "the attention core: ring (tasks 1-4), allgather (K and V "
+                 "all-gathered, the baseline), ulysses (task 5's all-to-alls; TP x CP must divide the 4 heads) "
+                 "or hybrid (Ulysses inside, the ring across)")->check(CLI::IsMember({"ring", "allgather", "ulysses", "hybrid"}))->capture_default_str();
+  cli.add_option("--ulysses-size", f.ulysses_size, "hybrid: the ranks U of each Ulysses group (consecutive CP "
+                 "ranks; U divides --cp, TP x U the heads); 0: the largest U below --cp that does")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   MGPU_PARSE_FLAGS(cli, argc, argv);
   return app::run_distributed(&argc, &argv, [&] { return train(f); });
 }

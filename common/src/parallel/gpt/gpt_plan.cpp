@@ -1,9 +1,11 @@
 // A plan's description, its checks, and the chapters' formula for what the blocks keep.
 #include "mgpu/parallel/gpt/gpt_plan.h"
 
+#include <algorithm>
 #include <sstream>
 
 #include "mgpu/error.h"
+#include "mgpu/parallel/cp/hybrid_attention.h"
 
 namespace mgpu::parallel::gpt {
 
@@ -15,7 +17,11 @@ std::string GptPlan::str() const {
   if (attention != Attention::local)
     os << ", CP " << cp::split_name(split)
        << (attention == Attention::allgather ? " all-gather K/V"
-           : attention == Attention::ulysses ? " Ulysses" : " ring");
+           : attention == Attention::ulysses ? " Ulysses"
+           : attention == Attention::hybrid ? " hybrid" : " ring");
+  if (attention == Attention::hybrid)
+    os << " (Ulysses " << (ulysses_size > 0 ? std::to_string(ulysses_size) : std::string("auto"))
+       << " x ring)";
   if (shape.pp > 1 || micro_batches > 1)
     os << ", " << pp::schedule_name(schedule) << ", " << virtual_stages << " chunk(s) per rank, "
        << micro_batches << " micro-batch(es)";
@@ -23,6 +29,11 @@ std::string GptPlan::str() const {
      << (head == Vocab::split ? "split" : "replicated") << ", gradients averaged "
      << (grad_sync == GradSync::ddp ? "by DDP" : "after the backward");
   return os.str();
+}
+
+int GptPlan::ulysses_size_for(const nn::GPTConfig& config) const {
+  if (ulysses_size > 0) return ulysses_size;
+  return cp::default_ulysses_size(shape.cp, config.n_head / std::max(shape.tp, 1));
 }
 
 void GptPlan::check(const nn::GPTConfig& config) const {
@@ -40,6 +51,19 @@ void GptPlan::check(const nn::GPTConfig& config) const {
              "plan: Ulysses: H = ", config.n_head, " heads do not split over TP·CP = ", s.tp, "·",
              s.cp, " ranks (a CP rank attends to H/(TP·CP) whole heads): choose a CP (and TP) "
              "whose product divides H, or use the ring");
+  MGPU_CHECK(ulysses_size >= 0, "plan: a Ulysses size of ", ulysses_size, " ranks; give 1 or "
+             "more, or 0 for the default");
+  MGPU_CHECK(ulysses_size == 0 || attention == Attention::hybrid, "plan: a Ulysses size (",
+             ulysses_size, ") sizes the hybrid's Ulysses groups; it needs the hybrid core "
+             "(--cp-kind hybrid)");
+  if (attention == Attention::hybrid) {
+    const int U = ulysses_size_for(config);
+    MGPU_CHECK(U >= 1 && s.cp % U == 0 && config.n_head % (static_cast<std::int64_t>(s.tp) * U) == 0,
+               "plan: hybrid: Ulysses groups of U = ", U, " ranks need U to divide CP = ", s.cp,
+               " and TP·U = ", s.tp, "·", U, " to divide the H = ", config.n_head,
+               " heads (a rank attends to H/(TP·U) whole heads): choose --ulysses-size among "
+               "the divisors of CP that divide H/TP, or use the ring");
+  }
   MGPU_CHECK(!sequence_parallel || attention == Attention::local, "plan: sequence parallelism "
              "gathers the whole sequence for attention over the TP group; it does not combine "
              "with a context-parallel core (CP ", s.cp, ")");

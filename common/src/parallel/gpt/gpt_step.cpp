@@ -19,7 +19,9 @@ using Clock = std::chrono::steady_clock;
 
 // Collectives issued so far on each of the grid's groups.
 GroupCounts counts(const ParallelGpt::Impl& I) {
-  return {I.tp_group().collectives_issued(), I.cp_group().collectives_issued(),
+  std::int64_t cp = I.cp_group().collectives_issued();
+  if (I.hybrid.ulysses) cp += I.hybrid.ulysses->collectives_issued() + I.hybrid.ring->collectives_issued();
+  return {I.tp_group().collectives_issued(), cp,
           I.dp_group().collectives_issued(), I.pp_group().collectives_issued(),
           I.data_group().collectives_issued()};
 }

@@ -28,7 +28,8 @@ namespace {
 // One block of the full model as this rank holds it.
 std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
                                        const grid::ProcessGrid& g, std::int64_t n_head,
-                                       std::vector<std::shared_ptr<cp::RingAttentionCore>>& cores) {
+                                       std::vector<std::shared_ptr<cp::RingAttentionCore>>& cores,
+                                       const cp::HybridGroups& hybrid) {
   const grid::GridShape& s = plan.shape;
   if (s.tp == 1 && plan.attention == Attention::local && !plan.sequence_parallel) return full.clone();
   auto block = std::make_shared<tp::ParallelBlock>(static_cast<nn::Block&>(full),
@@ -37,10 +38,11 @@ std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
   if (plan.attention != Attention::local) {
     const cp::CoreKind kind = plan.attention == Attention::allgather ? cp::CoreKind::allgather
                               : plan.attention == Attention::ulysses ? cp::CoreKind::ulysses
+                              : plan.attention == Attention::hybrid  ? cp::CoreKind::hybrid
                                                                      : cp::CoreKind::ring;
     auto core = std::make_shared<cp::RingAttentionCore>(
         g.group(grid::Axis::cp), plan.split, kind,
-        n_head / s.tp);
+        n_head / s.tp, hybrid);
     block->set_attention_core(core);
     cores.push_back(core);
   }
@@ -80,6 +82,17 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
   I.padded = tp::padded_vocab(I.vocab, s.tp);
   I.rows = tp::shard_range(I.padded, s.tp, grid.coords().tp);
   I.parts = std::make_shared<Parts>(I);
+  // The hybrid's Ulysses and ring groups within every CP group (collective over the world,
+  // so made here, once, on every rank, before any block).
+  cp::HybridGroups& hybrid = I.hybrid;
+  if (plan.attention == Attention::hybrid) {
+    const dist::ProcessGroup& cpg = grid.group(grid::Axis::cp);
+    dist::GroupOptions quiet;
+    quiet.announce = false;
+    hybrid = cp::new_hybrid_groups(grid::axis_groups(s, grid::Axis::cp),
+                                   plan.ulysses_size_for(I.cfg), cpg.backend_name(),
+                                   cpg.device(), quiet);
+  }
   const auto& kids = full.children();  // wte, wpe, h.0 ... h.{L-1}, ln_f
   I.first = I.pp_rank == 0;
   I.last = I.pp_rank == I.p - 1;
@@ -95,7 +108,7 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
     I.chunks.emplace_back();
     for (std::int64_t b = r.begin; b < r.end; ++b) {
       const auto& [name, block] = kids.at(static_cast<std::size_t>(2 + b));
-      I.chunks.back().push_back(make_block(*block, plan, grid, I.cfg.n_head, I.cores));
+      I.chunks.back().push_back(make_block(*block, plan, grid, I.cfg.n_head, I.cores, hybrid));
       I.parts->add(name, I.chunks.back().back());
     }
   }

@@ -50,6 +50,7 @@ struct ParallelGpt::Impl {
   std::vector<std::vector<std::shared_ptr<nn::Module>>> chunks;  // [chunk] -> its blocks
   std::vector<tp::ShardRange> chunk_ranges;
   std::vector<std::shared_ptr<cp::RingAttentionCore>> cores;  // one per block, under CP
+  cp::HybridGroups hybrid;  // the hybrid core's Ulysses and ring groups (unset otherwise)
   std::vector<pp::PipeOp> order;
   std::unique_ptr<DistributedDataParallel> ddp;  // GradSync::ddp over a data group of 2+
   // Per step.

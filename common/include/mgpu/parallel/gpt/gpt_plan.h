@@ -8,8 +8,8 @@
 ///   TP (lesson 13): attention by heads, the MLP by features; optionally sequence
 ///      parallelism in the LayerNorm regions, with or without the re-gather
 ///   CP (lesson 14): each rank's positions of every sequence (plain or zigzag), attention
-///      by ring attention (or the all-gather baseline, or Ulysses' all-to-alls) on the heads
-///      its TP rank holds
+///      by ring attention (or the all-gather baseline, Ulysses' all-to-alls, or the ring x
+///      Ulysses hybrid) on the heads its TP rank holds
 ///   PP (lesson 15): the blocks cut into stages (and virtual stages), a schedule, micro-batches
 ///   DP: the replicas' gradients averaged over the ranks that hold the same parameters
 ///      (the CP x DP ranks): by lesson 05's DDP while the backward runs, or once after it
@@ -40,6 +40,8 @@ enum class Attention {
   ring,       ///< lesson 14's ring over the CP group (a ring of one rank where CP is 1)
   allgather,  ///< lesson 14's baseline: K and V all-gathered over the CP group
   ulysses,    ///< lesson 14's Ulysses: all-to-alls over the CP group (TP·CP must divide H)
+  hybrid,     ///< Ulysses over U consecutive CP ranks, the ring across the CP/U groups
+              ///< (cp/hybrid_attention.h; TP·U must divide H)
 };
 
 /// How the gradients are averaged over the data group (grid.h's data_group()).
@@ -54,7 +56,8 @@ struct GptPlan {
   bool sequence_parallel = false;        ///< TP: the LayerNorm regions cut along T
   bool regather = false;                 ///< SP: the column inputs gathered again in the backward
   cp::Split split = cp::Split::zigzag;   ///< CP: which positions each rank holds
-  Attention attention = Attention::local;  ///< the core; CP above 1 needs ring, allgather or ulysses
+  Attention attention = Attention::local;  ///< the core; CP above 1 needs ring, allgather, ulysses or hybrid
+  int ulysses_size = 0;                  ///< hybrid: U, the Ulysses group's ranks (0: ulysses_size_for's default)
   pp::ScheduleKind schedule = pp::ScheduleKind::one_f_one_b;  ///< PP: each rank's order
   int virtual_stages = 1;                ///< PP: model chunks per pipeline rank
   int micro_batches = 1;                 ///< PP: micro-batches per step
@@ -64,9 +67,13 @@ struct GptPlan {
 
   /// One line: "DP 2 x TP 2 x PP 2, 1f1b, 1 chunk(s) per rank, 4 micro-batch(es), ...".
   std::string str() const;
+  /// The hybrid's U: ulysses_size, or where it is 0 the largest U below CP dividing both CP
+  /// and the heads of a TP rank (cp::default_ulysses_size; 1, the plain ring, if none does).
+  int ulysses_size_for(const nn::GPTConfig& config) const;
   /// Throws, with one message naming the option and the fix, when the plan does not fit
   /// `config` or its options contradict each other (CP with the local core; SP with a CP
-  /// core; Ulysses with TP·CP not dividing the heads; the re-gather without SP;
+  /// core; Ulysses with TP·CP not dividing the heads; a hybrid U that does not divide CP, or
+  /// with TP·U not dividing the heads; a Ulysses size without the hybrid; the re-gather without SP;
   /// DDP with a pipeline or micro-batches; a replicated head under a split embedding; more
   /// virtual stages than blocks). A TP that does not divide the heads is refused by lesson
   /// 13's head_shard when the blocks are cut.

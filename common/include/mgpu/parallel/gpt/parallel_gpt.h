@@ -52,7 +52,7 @@ struct OpTime {
 /// Collectives issued in a step on each of this rank's groups.
 struct GroupCounts {
   std::int64_t tp = 0;    ///< on the tensor-parallel group
-  std::int64_t cp = 0;    ///< on the context-parallel group
+  std::int64_t cp = 0;    ///< on the context-parallel group (with the hybrid's two sub-groups)
   std::int64_t dp = 0;    ///< on the data-parallel group
   std::int64_t pp = 0;    ///< between pipeline stages
   std::int64_t data = 0;  ///< on the data group (the CP x DP ranks; the DP group where CP is 1)
