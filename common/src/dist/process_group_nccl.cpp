@@ -30,13 +30,8 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include "progress_board.h"
 #include "staging.h"
 
-#define MGPU_NCCL_CHECK(call)                                                          \
-  do {                                                                                 \
-    ncclResult_t nccl_rc_ = (call);                                                    \
-    if (nccl_rc_ != ncclSuccess)                                                       \
-      MGPU_FAIL("NCCL error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",        \
-                ncclGetErrorString(nccl_rc_));                                         \
-  } while (0)
+#define MGPU_NCCL_CHECK(call) \
+  MGPU_CHECK_STATUS("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, #call, call)
 
 namespace mgpu::dist::detail {
 
