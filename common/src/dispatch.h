@@ -77,6 +77,21 @@ void dispatch_all(DType dtype, F&& f) {
 
 }  // namespace mgpu::detail
 
+namespace mgpu::detail {
+
+/// The CPU/CUDA routing of an op on `x`: cuda() when x lives on a CUDA device (its body
+/// wrapped in MGPU_IF_CUDA), else cpu(T{}) with T the C++ type of x's floating dtype.
+template <typename Cuda, typename Cpu>
+void cpu_or_cuda(const Tensor& x, const char* op, Cuda cuda, Cpu cpu) {
+  if (x.device().is_cuda()) {
+    cuda();
+    return;
+  }
+  dispatch_floating(x.dtype(), op, cpu);
+}
+
+}  // namespace mgpu::detail
+
 /// In a CPU/CUDA dispatcher: runs the CUDA branch, or explains that this build has none.
 #ifdef MGPU_WITH_CUDA
 #define MGPU_IF_CUDA(...) __VA_ARGS__

@@ -39,11 +39,7 @@ void fill_affine(const char* op, Tensor& t, double shift, double scale, std::uin
                  Cuda cuda, Draw draw) {
   detail::check_floating(op, "t", t);
   if (t.numel() == 0) return;
-  if (t.device().is_cuda()) {
-    cuda();
-    return;
-  }
-  detail::dispatch_floating(t.dtype(), op, [&](auto tag) {
+  detail::cpu_or_cuda(t, op, cuda, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
     for (std::int64_t i = 0; i < t.numel(); ++i)
