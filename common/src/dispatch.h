@@ -38,31 +38,56 @@ template <typename T> constexpr T from_compute(compute_t<T> v) { return static_c
 template <> inline half from_compute<half>(float v) { return float_to_half(v); }
 template <> inline bfloat16 from_compute<bfloat16>(float v) { return float_to_bf16(v); }
 
-/// Calls f(T{}) with T the C++ type of `dtype`, for the four floating dtypes.
-template <typename F>
-void dispatch_floating(DType dtype, const char* op, F&& f) {
+/// Calls f(T{}) with T the type of a floating `dtype`, the 16-bit ones as Half and BF16
+/// (mgpu::half and mgpu::bfloat16 on the host, __half and __nv_bfloat16 for kernels: see
+/// ops/cuda_util.cuh); any other dtype throws "<op>: dtype <name><unsupported>".
+template <typename Half, typename BF16, typename F>
+void dispatch_floating_as(DType dtype, const char* op, const char* unsupported, F&& f) {
   switch (dtype) {
     case DType::f32: f(float{}); break;
     case DType::f64: f(double{}); break;
-    case DType::f16: f(half{}); break;
-    case DType::bf16: f(bfloat16{}); break;
-    default:
-      MGPU_FAIL(op, ": dtype ", dtype_name(dtype),
-                " is not supported (use f32, f64, f16 or bf16; cast integers first)");
+    case DType::f16: f(Half{}); break;
+    case DType::bf16: f(BF16{}); break;
+    default: MGPU_FAIL(op, ": dtype ", dtype_name(dtype), unsupported);
   }
+}
+
+/// Calls f(T{}) for every dtype, the 16-bit floating ones as Half and BF16.
+template <typename Half, typename BF16, typename F>
+void dispatch_all_as(DType dtype, F&& f) {
+  switch (dtype) {
+    case DType::i32: f(std::int32_t{}); break;
+    case DType::i64: f(std::int64_t{}); break;
+    default: dispatch_floating_as<Half, BF16>(dtype, "dispatch_all", "", f);
+  }
+}
+
+/// Calls f(T{}) with T the C++ type of `dtype`, for the four floating dtypes.
+template <typename F>
+void dispatch_floating(DType dtype, const char* op, F&& f) {
+  dispatch_floating_as<half, bfloat16>(
+      dtype, op, " is not supported (use f32, f64, f16 or bf16; cast integers first)", f);
 }
 
 /// Calls f(T{}) for every dtype.
 template <typename F>
 void dispatch_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    case DType::f16: f(half{}); break;
-    case DType::bf16: f(bfloat16{}); break;
-    case DType::i32: f(std::int32_t{}); break;
-    case DType::i64: f(std::int64_t{}); break;
+  dispatch_all_as<half, bfloat16>(dtype, f);
+}
+
+}  // namespace mgpu::detail
+
+namespace mgpu::detail {
+
+/// The CPU/CUDA routing of an op on `x`: cuda() when x lives on a CUDA device (its body
+/// wrapped in MGPU_IF_CUDA), else cpu(T{}) with T the C++ type of x's floating dtype.
+template <typename Cuda, typename Cpu>
+void cpu_or_cuda(const Tensor& x, const char* op, Cuda cuda, Cpu cpu) {
+  if (x.device().is_cuda()) {
+    cuda();
+    return;
   }
+  dispatch_floating(x.dtype(), op, cpu);
 }
 
 }  // namespace mgpu::detail

@@ -5,29 +5,31 @@
 #include <cublas_v2.h>
 #include <cuda_runtime_api.h>
 
+#include <string>
+
+#include "core/status_check.h"
 #include "mgpu/error.h"
 #include "mgpu/stream.h"
 
+namespace mgpu::detail {
+/// CUDA's name and explanation of a status: "cudaErrorX (text)".
+inline std::string cuda_error_text(cudaError_t err) {
+  return std::string(cudaGetErrorName(err)) + " (" + cudaGetErrorString(err) + ")";
+}
+}  // namespace mgpu::detail
+
 /// Every CUDA runtime call goes through this: a failure throws mgpu::Error with the call,
 /// the file and line, and CUDA's own explanation.
-#define MGPU_CUDA_CHECK(call)                                                         \
-  do {                                                                                \
-    cudaError_t err_ = (call);                                                        \
-    if (err_ != cudaSuccess)                                                          \
-      MGPU_FAIL("CUDA error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",       \
-                cudaGetErrorName(err_), " (", cudaGetErrorString(err_), ")");         \
-  } while (0)
+#define MGPU_CUDA_CHECK(call)                                                      \
+  MGPU_CHECK_STATUS("CUDA", cudaError_t, cudaSuccess, ::mgpu::detail::cuda_error_text, \
+                    #call, call)
 
 /// After a kernel launch: reports bad launch configurations at once (not at the next sync).
 #define MGPU_CUDA_CHECK_LAUNCH() MGPU_CUDA_CHECK(cudaGetLastError())
 
-#define MGPU_CUBLAS_CHECK(call)                                                       \
-  do {                                                                                \
-    cublasStatus_t st_ = (call);                                                      \
-    if (st_ != CUBLAS_STATUS_SUCCESS)                                                 \
-      MGPU_FAIL("cuBLAS error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",     \
-                cublasGetStatusString(st_));                                          \
-  } while (0)
+#define MGPU_CUBLAS_CHECK(call)                                                            \
+  MGPU_CHECK_STATUS("cuBLAS", cublasStatus_t, CUBLAS_STATUS_SUCCESS, cublasGetStatusString, \
+                    #call, call)
 
 namespace mgpu::detail {
 /// The cudaStream_t ops on `d` should launch on now (Stream::current), with d's GPU made

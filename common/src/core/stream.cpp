@@ -47,25 +47,23 @@ const DeviceStreams& streams_of(const Device& d) {
 // The stream a thread has selected per logical CUDA device (StreamGuard), if any.
 thread_local std::map<int, Stream> current_by_logical;
 
+// d's stream of the given role (the CPU's null stream on a CPU device).
+Stream stream_of(const Device& d, Stream::Role role) {
+  if (d.is_cpu()) return Stream(d, nullptr);
+#ifdef MGPU_WITH_CUDA
+  const DeviceStreams& s = streams_of(d);
+  return Stream(d, role == Stream::Role::compute ? s.compute : s.comm);
+#else
+  (void)role;
+  MGPU_FAIL("no CUDA backend in this build: ", d.str(), " has no streams");
+#endif
+}
+
 }  // namespace
 
-Stream Stream::compute(const Device& d) {
-  if (d.is_cpu()) return Stream(d, nullptr);
-#ifdef MGPU_WITH_CUDA
-  return Stream(d, streams_of(d).compute);
-#else
-  MGPU_FAIL("no CUDA backend in this build: ", d.str(), " has no streams");
-#endif
-}
+Stream Stream::compute(const Device& d) { return stream_of(d, Role::compute); }
 
-Stream Stream::comm(const Device& d) {
-  if (d.is_cpu()) return Stream(d, nullptr);
-#ifdef MGPU_WITH_CUDA
-  return Stream(d, streams_of(d).comm);
-#else
-  MGPU_FAIL("no CUDA backend in this build: ", d.str(), " has no streams");
-#endif
-}
+Stream Stream::comm(const Device& d) { return stream_of(d, Role::comm); }
 
 Stream Stream::current(const Device& d) {
   if (d.is_cpu()) return Stream(d, nullptr);

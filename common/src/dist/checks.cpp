@@ -127,6 +127,15 @@ bool overlaps(const Tensor& a, const Tensor& b) {
   return a.offset() < b.offset() + b.numel() && b.offset() < a.offset() + a.numel();
 }
 
+bool check_chunk_in_place(const char* op, const Tensor& chunk, const char* chunk_name,
+                          const Tensor& whole, const char* whole_name, int rank) {
+  const bool in_place = chunk.shares_storage(whole) &&
+                        chunk.offset() == whole.offset() + rank * chunk.numel();
+  MGPU_CHECK(in_place || !overlaps(chunk, whole), op, ": ", chunk_name, " ", chunk.str(),
+             " overlaps ", whole_name, " ", whole.str(), " but is not its chunk ", rank);
+  return in_place;
+}
+
 OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r, int root,
                            const std::string& backend, int group) {
   OpSignature s;

@@ -23,6 +23,10 @@ using dist::AllToAllPieces;
 using dist::all_to_all_pieces;
 /// True when the element ranges of a and b overlap in memory.
 bool overlaps(const Tensor& a, const Tensor& b);
+/// For all_gather / reduce_scatter: true when `chunk` is `whole`'s chunk `rank` (the
+/// in-place form); throws when it overlaps `whole` anywhere else.
+bool check_chunk_in_place(const char* op, const Tensor& chunk, const char* chunk_name,
+                          const Tensor& whole, const char* whole_name, int rank);
 
 OpSignature make_signature(OpKind kind, std::int64_t seq, const Tensor* t, ReduceOp r,
                            int root, const std::string& backend, int group);

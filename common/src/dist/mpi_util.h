@@ -6,19 +6,16 @@
 #include <cstdint>
 #include <string>
 
+#include "core/status_check.h"
 #include "mgpu/dist/process_group.h"
 #include "mgpu/dtype.h"
 #include "mgpu/error.h"
 
 /// Every MPI call goes through this: a failure throws mgpu::Error with the call and MPI's text.
 /// (MPI's default handler would abort instead; init() sets MPI_ERRORS_RETURN on our comms.)
-#define MGPU_MPI_CHECK(call)                                                             \
-  do {                                                                                   \
-    int mpi_rc_ = (call);                                                                \
-    if (mpi_rc_ != MPI_SUCCESS)                                                          \
-      MGPU_FAIL("MPI error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",           \
-                ::mgpu::dist::detail::mpi_error_string(mpi_rc_));                        \
-  } while (0)
+#define MGPU_MPI_CHECK(call)                                                           \
+  MGPU_CHECK_STATUS("MPI", int, MPI_SUCCESS, ::mgpu::dist::detail::mpi_error_string, #call, \
+                    call)
 
 namespace mgpu::dist::detail {
 

@@ -133,10 +133,7 @@ Work MpiGroup::all_gather(const Tensor& output, const Tensor& input) {
   int n = mpi_count(input.numel(), "all_gather");
   mpi_count(output.numel(), "all_gather");
   // input may already sit at its place in output (chunk rank()): MPI's in-place form.
-  bool in_place = input.shares_storage(output) &&
-                  input.offset() == output.offset() + rank() * input.numel();
-  MGPU_CHECK(in_place || !overlaps(input, output), "all_gather: input ", input.str(),
-             " overlaps output ", output.str(), " but is not its chunk ", rank());
+  const bool in_place = check_chunk_in_place("all_gather", input, "input", output, "output", rank());
   auto ready = ready_event(output);
   MPI_Comm comm = comm_;
   return collective(OpKind::all_gather, &input, ReduceOp::sum, -1, [=]() -> Poll {

@@ -30,13 +30,8 @@ std::shared_ptr<BackendGroup> make_nccl_group(const Device&, const GroupOptions&
 #include "progress_board.h"
 #include "staging.h"
 
-#define MGPU_NCCL_CHECK(call)                                                          \
-  do {                                                                                 \
-    ncclResult_t nccl_rc_ = (call);                                                    \
-    if (nccl_rc_ != ncclSuccess)                                                       \
-      MGPU_FAIL("NCCL error in ", #call, " at ", __FILE__, ":", __LINE__, ": ",        \
-                ncclGetErrorString(nccl_rc_));                                         \
-  } while (0)
+#define MGPU_NCCL_CHECK(call) \
+  MGPU_CHECK_STATUS("NCCL", ncclResult_t, ncclSuccess, ncclGetErrorString, #call, call)
 
 namespace mgpu::dist::detail {
 
@@ -154,10 +149,7 @@ class NcclGroup final : public BackendGroup {
     check_split("all_gather", output, "output", input, "input", size());
     check(output, "all_gather");
     check(input, "all_gather");
-    bool in_place = input.shares_storage(output) &&
-                    input.offset() == output.offset() + rank() * input.numel();
-    MGPU_CHECK(in_place || !overlaps(input, output), "all_gather: input ", input.str(),
-               " overlaps output ", output.str(), " but is not its chunk ", rank());
+    check_chunk_in_place("all_gather", input, "input", output, "output", rank());
     return launch(OpKind::all_gather, &input, ReduceOp::sum, -1, output, [=](cudaStream_t s) {
       MGPU_NCCL_CHECK(ncclAllGather(input.raw_data(), output.raw_data(), input.numel(),
                                     nccl_type(input.dtype()), nccl_, s));
@@ -196,10 +188,7 @@ class NcclGroup final : public BackendGroup {
     check_split("reduce_scatter", input, "input", output, "output", size());
     check(output, "reduce_scatter");
     check(input, "reduce_scatter");
-    bool in_place = output.shares_storage(input) &&
-                    output.offset() == input.offset() + rank() * output.numel();
-    MGPU_CHECK(in_place || !overlaps(input, output), "reduce_scatter: output ", output.str(),
-               " overlaps input ", input.str(), " but is not its chunk ", rank());
+    check_chunk_in_place("reduce_scatter", output, "output", input, "input", rank());
     return launch(OpKind::reduce_scatter, &input, op, -1, input, [=](cudaStream_t s) {
       MGPU_NCCL_CHECK(ncclReduceScatter(input.raw_data(), output.raw_data(), output.numel(),
                                         nccl_type(input.dtype()), nccl_op(op), nccl_, s));

@@ -5,26 +5,38 @@
 
 namespace mgpu::nn {
 
-Tensor ReLU::forward(const Tensor& x) {
-  if (is_training()) saved_.push("ReLU", x);
-  return relu(x);
+namespace {
+
+// A pointwise layer's forward: keeps its input x in training, returns f(x).
+template <typename Saved>
+Tensor keep_and_apply(Saved& saved, bool training, const char* name, const Tensor& x,
+                      Tensor (*f)(const Tensor&)) {
+  if (training) saved.push(name, x);
+  return f(x);
 }
+
+// A pointwise layer's backward: takes back the forward's input x, returns df(grad_out, x)
+// (nothing when the input needs no gradient).
+template <typename Saved>
+Tensor pop_and_backprop(Saved& saved, bool input_requires_grad, const char* name,
+                        const Tensor& grad_out, Tensor (*df)(const Tensor&, const Tensor&)) {
+  Tensor x = saved.pop(name);
+  if (!input_requires_grad) return Tensor();
+  return df(grad_out, x);
+}
+
+}  // namespace
+
+Tensor ReLU::forward(const Tensor& x) { return keep_and_apply(saved_, is_training(), "ReLU", x, relu); }
 
 Tensor ReLU::backward(const Tensor& grad_out) {
-  Tensor x = saved_.pop("ReLU");
-  if (!input_requires_grad()) return Tensor();
-  return relu_backward(grad_out, x);
+  return pop_and_backprop(saved_, input_requires_grad(), "ReLU", grad_out, relu_backward);
 }
 
-Tensor GELU::forward(const Tensor& x) {
-  if (is_training()) saved_.push("GELU", x);
-  return gelu(x);
-}
+Tensor GELU::forward(const Tensor& x) { return keep_and_apply(saved_, is_training(), "GELU", x, gelu); }
 
 Tensor GELU::backward(const Tensor& grad_out) {
-  Tensor x = saved_.pop("GELU");
-  if (!input_requires_grad()) return Tensor();
-  return gelu_backward(grad_out, x);
+  return pop_and_backprop(saved_, input_requires_grad(), "GELU", grad_out, gelu_backward);
 }
 
 Tensor Flatten::forward(const Tensor& x) {

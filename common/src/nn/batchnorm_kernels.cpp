@@ -43,6 +43,18 @@ void check_channel(const char* op, const char* name, const Tensor& t, const Tens
              x.device().str(), " for input ", x.str());
 }
 
+/// The checks both backward halves share: grad_out like x, mean and invstd per channel.
+NCS check_backward_inputs(const char* op, const Tensor& grad_out, const Tensor& x,
+                          const Tensor& mean, const Tensor& invstd) {
+  const NCS d = ncs_of(op, x);
+  check_same_shape(op, grad_out, x);
+  check_same_dtype(op, grad_out, x);
+  check_same_device(op, grad_out, x);
+  check_channel(op, "mean", mean, x, d, stats_dtype(x));
+  check_channel(op, "invstd", invstd, x, d, stats_dtype(x));
+  return d;
+}
+
 #ifdef MGPU_WITH_CUDA
 detail::NCS cuda_ncs(NCS d) { return detail::NCS{d.n, d.c, d.s}; }
 #endif
@@ -189,12 +201,7 @@ Tensor batch_norm_apply(const Tensor& x, const Tensor& mean, const Tensor& invst
 void batch_norm_backward_reduce(const Tensor& grad_out, const Tensor& x, const Tensor& mean,
                                 const Tensor& invstd, Tensor& sum_dy, Tensor& sum_dy_xmu) {
   const char* op = "batch_norm_backward_reduce";
-  const NCS d = ncs_of(op, x);
-  check_same_shape(op, grad_out, x);
-  check_same_dtype(op, grad_out, x);
-  check_same_device(op, grad_out, x);
-  check_channel(op, "mean", mean, x, d, stats_dtype(x));
-  check_channel(op, "invstd", invstd, x, d, stats_dtype(x));
+  const NCS d = check_backward_inputs(op, grad_out, x, mean, invstd);
   // Written into: a defined output (a view into a larger buffer included) must be [C] in
   // the statistics dtype on x's device; an undefined one is allocated.
   for (auto [t, name] : {std::pair<Tensor*, const char*>{&sum_dy, "sum_dy"},
@@ -238,12 +245,7 @@ Tensor batch_norm_backward_apply(const Tensor& grad_out, const Tensor& x, const 
                                  const Tensor& sum_dy, const Tensor& sum_dy_xmu,
                                  std::int64_t count) {
   const char* op = "batch_norm_backward_apply";
-  const NCS d = ncs_of(op, x);
-  check_same_shape(op, grad_out, x);
-  check_same_dtype(op, grad_out, x);
-  check_same_device(op, grad_out, x);
-  check_channel(op, "mean", mean, x, d, stats_dtype(x));
-  check_channel(op, "invstd", invstd, x, d, stats_dtype(x));
+  const NCS d = check_backward_inputs(op, grad_out, x, mean, invstd);
   check_channel(op, "sum_dy", sum_dy, x, d, stats_dtype(x));
   check_channel(op, "sum_dy_xmu", sum_dy_xmu, x, d, stats_dtype(x));
   if (weight.defined()) check_channel(op, "weight", weight, x, d, x.dtype());

@@ -219,26 +219,48 @@ A* partial_ptr(const Tensor& partials, int row) {
   return partials.defined() ? device_ptr<A>(partials) + row * (partials.numel() / 2) : nullptr;
 }
 
+// The launch both per-channel reductions share: first(T{}, A{}, grid, stream, part0, part1,
+// chunk) runs d.c x split.splits blocks; when a channel has more than one block they write
+// partial sums to part0/part1 ([2, C * splits] scratch), and finish(A{}, stream, part0,
+// part1, split) folds them into the outputs.
+template <typename First, typename Finish>
+void reduce_per_channel(const Tensor& x, const Tensor& per_channel, NCS d, const char* op,
+                        First first, Finish finish) {
+  const ChannelSplit split = split_channels(d.c, d.n * d.s);
+  const Tensor partials = partials_for(per_channel, split);
+  cudaStream_t stream = launch_stream(x.device());
+  const dim3 grid(static_cast<unsigned>(d.c), static_cast<unsigned>(split.splits));
+  dispatch_bn_cuda(x.dtype(), op, [&](auto tt, auto ta) {
+    using A = decltype(ta);
+    A* part0 = partial_ptr<A>(partials, 0);
+    A* part1 = partial_ptr<A>(partials, 1);
+    first(tt, ta, grid, stream, part0, part1, split.chunk);
+    MGPU_CUDA_CHECK_LAUNCH();
+    if (split.splits == 1) return;
+    finish(ta, stream, part0, part1, split);
+    MGPU_CUDA_CHECK_LAUNCH();
+  });
+}
+
 void bn_stats_cuda(const Tensor& x, NCS d, Tensor& mean, Tensor& var) {
   const std::int64_t count = d.n * d.s;
   if (d.c == 0 || count == 0) return;  // a grid of zero blocks is an invalid launch
-  const ChannelSplit split = split_channels(d.c, count);
-  const Tensor partials = partials_for(mean, split);
-  cudaStream_t stream = launch_stream(x.device());
-  const dim3 grid(static_cast<unsigned>(d.c), static_cast<unsigned>(split.splits));
-  dispatch_bn_cuda(x.dtype(), "batch_norm_stats", [&](auto tt, auto ta) {
-    using T = decltype(tt);
-    using A = decltype(ta);
-    bn_stats_kernel<T, A><<<grid, kBlock, 0, stream>>>(
-        device_ptr<T>(x), device_ptr<A>(mean), device_ptr<A>(var), partial_ptr<A>(partials, 0),
-        partial_ptr<A>(partials, 1), d.n, d.c, d.s, split.chunk);
-    MGPU_CUDA_CHECK_LAUNCH();
-    if (split.splits == 1) return;
-    bn_stats_finish_kernel<A><<<grid_for(d.c), kBlock, 0, stream>>>(
-        partial_ptr<A>(partials, 0), partial_ptr<A>(partials, 1), device_ptr<A>(mean),
-        device_ptr<A>(var), d.c, count, split.chunk, static_cast<int>(split.splits));
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  reduce_per_channel(
+      x, mean, d, "batch_norm_stats",
+      [&](auto tt, auto ta, dim3 grid, cudaStream_t stream, auto* part0, auto* part1,
+          std::int64_t chunk) {
+        using T = decltype(tt);
+        using A = decltype(ta);
+        bn_stats_kernel<T, A><<<grid, kBlock, 0, stream>>>(device_ptr<T>(x), device_ptr<A>(mean),
+                                                           device_ptr<A>(var), part0, part1, d.n,
+                                                           d.c, d.s, chunk);
+      },
+      [&](auto ta, cudaStream_t stream, auto* part0, auto* part1, ChannelSplit split) {
+        using A = decltype(ta);
+        bn_stats_finish_kernel<A><<<grid_for(d.c), kBlock, 0, stream>>>(
+            part0, part1, device_ptr<A>(mean), device_ptr<A>(var), d.c, count, split.chunk,
+            static_cast<int>(split.splits));
+      });
 }
 
 void bn_invstd_cuda(const Tensor& var, double eps, Tensor& invstd) {
@@ -276,24 +298,22 @@ void bn_backward_reduce_cuda(const Tensor& grad_out, const Tensor& x, const Tens
     fill_(sum_dy_xmu, 0.0);
     return;
   }
-  const ChannelSplit split = split_channels(d.c, count);
-  const Tensor partials = partials_for(sum_dy, split);
-  cudaStream_t stream = launch_stream(x.device());
-  const dim3 grid(static_cast<unsigned>(d.c), static_cast<unsigned>(split.splits));
-  dispatch_bn_cuda(x.dtype(), "batch_norm_backward_reduce", [&](auto tt, auto ta) {
-    using T = decltype(tt);
-    using A = decltype(ta);
-    bn_backward_reduce_kernel<T, A><<<grid, kBlock, 0, stream>>>(
-        device_ptr<T>(grad_out), device_ptr<T>(x), device_ptr<A>(mean), device_ptr<A>(sum_dy),
-        device_ptr<A>(sum_dy_xmu), partial_ptr<A>(partials, 0), partial_ptr<A>(partials, 1),
-        d.n, d.c, d.s, split.chunk);
-    MGPU_CUDA_CHECK_LAUNCH();
-    if (split.splits == 1) return;
-    bn_backward_finish_kernel<A><<<grid_for(d.c), kBlock, 0, stream>>>(
-        partial_ptr<A>(partials, 0), partial_ptr<A>(partials, 1), device_ptr<A>(sum_dy),
-        device_ptr<A>(sum_dy_xmu), d.c, static_cast<int>(split.splits));
-    MGPU_CUDA_CHECK_LAUNCH();
-  });
+  reduce_per_channel(
+      x, sum_dy, d, "batch_norm_backward_reduce",
+      [&](auto tt, auto ta, dim3 grid, cudaStream_t stream, auto* part0, auto* part1,
+          std::int64_t chunk) {
+        using T = decltype(tt);
+        using A = decltype(ta);
+        bn_backward_reduce_kernel<T, A><<<grid, kBlock, 0, stream>>>(
+            device_ptr<T>(grad_out), device_ptr<T>(x), device_ptr<A>(mean), device_ptr<A>(sum_dy),
+            device_ptr<A>(sum_dy_xmu), part0, part1, d.n, d.c, d.s, chunk);
+      },
+      [&](auto ta, cudaStream_t stream, auto* part0, auto* part1, ChannelSplit split) {
+        using A = decltype(ta);
+        bn_backward_finish_kernel<A><<<grid_for(d.c), kBlock, 0, stream>>>(
+            part0, part1, device_ptr<A>(sum_dy), device_ptr<A>(sum_dy_xmu), d.c,
+            static_cast<int>(split.splits));
+      });
 }
 
 void bn_backward_apply_cuda(const Tensor& grad_out, const Tensor& x, const Tensor& mean,

@@ -235,14 +235,12 @@ Tensor im2col(const Tensor& x, const ConvGeometry& g) {
              ", ", g.width, "]");
   Tensor cols = Tensor::empty({g.rows(), g.cols()}, x.dtype(), x.device());
   if (cols.numel() == 0) return cols;
-  if (x.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::im2col_cuda(x, cols, g));
-  } else {
-    mgpu::detail::dispatch_floating(x.dtype(), "im2col", [&](auto tag) {
-      using T = decltype(tag);
-      im2col_cpu<T>(x.data<T>(), cols.data<T>(), g);
-    });
-  }
+  mgpu::detail::cpu_or_cuda(
+      x, "im2col", [&] { MGPU_IF_CUDA(detail::im2col_cuda(x, cols, g)); },
+      [&](auto tag) {
+        using T = decltype(tag);
+        im2col_cpu<T>(x.data<T>(), cols.data<T>(), g);
+      });
   return cols;
 }
 
@@ -253,14 +251,12 @@ Tensor col2im(const Tensor& cols, const ConvGeometry& g) {
              " but the geometry needs [", g.rows(), ", ", g.cols(), "]");
   Tensor x = Tensor::empty({g.batch, g.channels, g.height, g.width}, cols.dtype(), cols.device());
   if (x.numel() == 0) return x;
-  if (cols.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::col2im_cuda(cols, x, g));
-  } else {
-    mgpu::detail::dispatch_floating(cols.dtype(), "col2im", [&](auto tag) {
-      using T = decltype(tag);
-      col2im_cpu<T>(cols.data<T>(), x.data<T>(), g);
-    });
-  }
+  mgpu::detail::cpu_or_cuda(
+      cols, "col2im", [&] { MGPU_IF_CUDA(detail::col2im_cuda(cols, x, g)); },
+      [&](auto tag) {
+        using T = decltype(tag);
+        col2im_cpu<T>(cols.data<T>(), x.data<T>(), g);
+      });
   return x;
 }
 
@@ -270,14 +266,12 @@ Tensor transpose_inner(const Tensor& x) {
   const std::int64_t B = x.size(0), M = x.size(1), K = x.size(2);
   Tensor y = Tensor::empty({B, K, M}, x.dtype(), x.device());
   if (y.numel() == 0) return y;
-  if (x.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::transpose_inner_cuda(x, y, B, M, K));
-  } else {
-    mgpu::detail::dispatch_floating(x.dtype(), "transpose_inner", [&](auto tag) {
-      using T = decltype(tag);
-      transpose_inner_cpu<T>(x.data<T>(), y.data<T>(), B, M, K);
-    });
-  }
+  mgpu::detail::cpu_or_cuda(
+      x, "transpose_inner", [&] { MGPU_IF_CUDA(detail::transpose_inner_cuda(x, y, B, M, K)); },
+      [&](auto tag) {
+        using T = decltype(tag);
+        transpose_inner_cpu<T>(x.data<T>(), y.data<T>(), B, M, K);
+      });
   return y;
 }
 

@@ -94,22 +94,28 @@ std::vector<std::pair<std::string, Tensor*>> Module::named_buffers() {
   return out;
 }
 
-Parameter& Module::parameter(const std::string& dotted_name) {
+namespace {
+
+/// The entry of `named` called dotted_name; else throws, listing the names there are.
+template <typename T>
+T& find_named(const std::vector<std::pair<std::string, T*>>& named,
+              const std::string& dotted_name, const std::string& owner, const char* kind) {
   std::string known;
-  for (auto& [name, p] : named_parameters()) {
+  for (auto& [name, p] : named) {
     if (name == dotted_name) return *p;
     known += (known.empty() ? "" : ", ") + name;
   }
-  MGPU_FAIL(describe(), ": no parameter named '", dotted_name, "' (parameters: ", known, ")");
+  MGPU_FAIL(owner, ": no ", kind, " named '", dotted_name, "' (", kind, "s: ", known, ")");
+}
+
+}  // namespace
+
+Parameter& Module::parameter(const std::string& dotted_name) {
+  return find_named(named_parameters(), dotted_name, describe(), "parameter");
 }
 
 Tensor& Module::buffer(const std::string& dotted_name) {
-  std::string known;
-  for (auto& [name, b] : named_buffers()) {
-    if (name == dotted_name) return *b;
-    known += (known.empty() ? "" : ", ") + name;
-  }
-  MGPU_FAIL(describe(), ": no buffer named '", dotted_name, "' (buffers: ", known, ")");
+  return find_named(named_buffers(), dotted_name, describe(), "buffer");
 }
 
 std::int64_t Module::num_parameters() {

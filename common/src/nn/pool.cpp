@@ -88,15 +88,13 @@ Tensor max_pool2d(const Tensor& x, std::int64_t kernel, std::int64_t stride, Ten
   Tensor y = Tensor::empty(out, x.dtype(), x.device());
   *argmax = Tensor::empty(out, DType::i64, x.device());
   if (y.numel() == 0) return y;
-  if (x.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::max_pool2d_cuda(x, y, *argmax, kernel, stride));
-  } else {
-    mgpu::detail::dispatch_floating(x.dtype(), "max_pool2d", [&](auto tag) {
-      using T = decltype(tag);
-      max_pool2d_cpu<T>(x.data<T>(), y.data<T>(), argmax->data<std::int64_t>(), N * C, H, W,
-                        kernel, stride);
-    });
-  }
+  mgpu::detail::cpu_or_cuda(
+      x, "max_pool2d", [&] { MGPU_IF_CUDA(detail::max_pool2d_cuda(x, y, *argmax, kernel, stride)); },
+      [&](auto tag) {
+        using T = decltype(tag);
+        max_pool2d_cpu<T>(x.data<T>(), y.data<T>(), argmax->data<std::int64_t>(), N * C, H, W,
+                          kernel, stride);
+      });
   return y;
 }
 
@@ -116,15 +114,13 @@ Tensor max_pool2d_backward(const Tensor& grad_out, const Tensor& argmax, const S
              " but the input ", shape_str(input_shape), " pools to ", shape_str(expect));
   Tensor dx = Tensor::empty(input_shape, grad_out.dtype(), grad_out.device());
   if (dx.numel() == 0) return dx;
-  if (grad_out.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::max_pool2d_backward_cuda(grad_out, argmax, dx, kernel, stride));
-  } else {
-    mgpu::detail::dispatch_floating(grad_out.dtype(), "max_pool2d_backward", [&](auto tag) {
-      using T = decltype(tag);
-      max_pool2d_backward_cpu<T>(grad_out.data<T>(), argmax.data<std::int64_t>(), dx.data<T>(),
-                                 input_shape[0] * input_shape[1], H, W, kernel, stride);
-    });
-  }
+  mgpu::detail::cpu_or_cuda(
+      grad_out, "max_pool2d_backward", [&] { MGPU_IF_CUDA(detail::max_pool2d_backward_cuda(grad_out, argmax, dx, kernel, stride)); },
+      [&](auto tag) {
+        using T = decltype(tag);
+        max_pool2d_backward_cpu<T>(grad_out.data<T>(), argmax.data<std::int64_t>(), dx.data<T>(),
+                                   input_shape[0] * input_shape[1], H, W, kernel, stride);
+      });
   return dx;
 }
 

@@ -48,26 +48,13 @@ __device__ __forceinline__ double mul_rn(double a, double b) { return __dmul_rn(
 /// Calls f(T{}) with T the device type of a floating dtype.
 template <typename F>
 void dispatch_cuda_floating(DType dtype, const char* op, F&& f) {
-  switch (dtype) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    case DType::f16: f(__half{}); break;
-    case DType::bf16: f(__nv_bfloat16{}); break;
-    default: MGPU_FAIL(op, ": dtype ", dtype_name(dtype), " is not supported on CUDA");
-  }
+  dispatch_floating_as<__half, __nv_bfloat16>(dtype, op, " is not supported on CUDA", f);
 }
 
 /// Calls f(T{}) with T the device type of any dtype.
 template <typename F>
 void dispatch_cuda_all(DType dtype, F&& f) {
-  switch (dtype) {
-    case DType::f32: f(float{}); break;
-    case DType::f64: f(double{}); break;
-    case DType::f16: f(__half{}); break;
-    case DType::bf16: f(__nv_bfloat16{}); break;
-    case DType::i32: f(std::int32_t{}); break;
-    case DType::i64: f(std::int64_t{}); break;
-  }
+  dispatch_all_as<__half, __nv_bfloat16>(dtype, f);
 }
 
 // ---- launch geometry ------------------------------------------------------------------

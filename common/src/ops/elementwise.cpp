@@ -66,23 +66,33 @@ void binary_in_place(BinaryOp op, Tensor& a, const Tensor& b) {
   binary(op, a, a, b, name);
 }
 
-// out <- alpha * a (alpha rounded to the compute type first, as on the GPU).
-void scale_into(Tensor& out, const Tensor& a, double alpha) {
+// y[i] <- combine(s * a[i], &y[i]), s = alpha rounded to the compute type first and the
+// product rounded on its own (no FMA: see elementwise.cu), as on the GPU; `cuda` is the
+// CUDA branch. scale_into writes the product, axpy_ adds it to y.
+template <typename Cuda, typename Combine>
+void scaled_map(const char* op, Tensor& y, const Tensor& a, double alpha, Cuda cuda,
+                Combine combine) {
   if (a.numel() == 0) return;
-  if (a.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::scale_cuda(out, a, alpha));
-    return;
-  }
-  detail::dispatch_floating(a.dtype(), "scale", [&](auto tag) {
+  detail::cpu_or_cuda(a, op, cuda, [&](auto tag) {
     using T = decltype(tag);
     using C = detail::compute_t<T>;
     const C s = static_cast<C>(alpha);
     const T* pa = a.data<T>();
-    T* po = out.data<T>();
+    T* py = y.data<T>();
     parallel_for(0, a.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) po[i] = from_compute<T>(s * to_compute(pa[i]));
+      for (std::int64_t i = begin; i < end; ++i) {
+        const C product = s * to_compute(pa[i]);
+        py[i] = from_compute<T>(combine(product, py + i));
+      }
     });
   });
+}
+
+// out <- alpha * a.
+void scale_into(Tensor& out, const Tensor& a, double alpha) {
+  scaled_map(
+      "scale", out, a, alpha, [&] { MGPU_IF_CUDA(detail::scale_cuda(out, a, alpha)); },
+      [](auto product, auto*) { return product; });
 }
 
 }  // namespace
@@ -109,24 +119,9 @@ void scale_(Tensor& a, double alpha) {
 void axpy_(Tensor& y, double alpha, const Tensor& x) {
   detail::check_same_layout("axpy_", "y", y, "x", x);
   detail::check_floating("axpy_", "y", y);
-  if (y.numel() == 0) return;
-  if (y.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::axpy_cuda(y, alpha, x));
-    return;
-  }
-  detail::dispatch_floating(y.dtype(), "axpy_", [&](auto tag) {
-    using T = decltype(tag);
-    using C = detail::compute_t<T>;
-    const C s = static_cast<C>(alpha);
-    const T* px = x.data<T>();
-    T* py = y.data<T>();
-    parallel_for(0, y.numel(), kGrainSize, [&](std::int64_t begin, std::int64_t end) {
-      for (std::int64_t i = begin; i < end; ++i) {
-        const C product = s * to_compute(px[i]);  // rounded on its own: no FMA (see .cu)
-        py[i] = from_compute<T>(to_compute(py[i]) + product);
-      }
-    });
-  });
+  scaled_map(
+      "axpy_", y, x, alpha, [&] { MGPU_IF_CUDA(detail::axpy_cuda(y, alpha, x)); },
+      [](auto product, auto* yi) { return to_compute(*yi) + product; });
 }
 
 void add_rowwise_(Tensor& y, const Tensor& bias) {

@@ -29,40 +29,38 @@ void fill_(Tensor& t, double value) {
   });
 }
 
-void uniform_(Tensor& t, std::uint64_t seed, double lo, double hi, std::uint64_t offset) {
-  detail::check_floating("uniform_", "t", t);
+namespace {
+
+// Element i <- shift + scale * draw(offset + i). The draw is exact in double; the affine
+// map is done in double, then rounded once to T. The CUDA kernels (fill_random.cu) perform
+// the very same roundings; `cuda` is the CUDA branch.
+template <typename Cuda, typename Draw>
+void fill_affine(const char* op, Tensor& t, double shift, double scale, std::uint64_t offset,
+                 Cuda cuda, Draw draw) {
+  detail::check_floating(op, "t", t);
   if (t.numel() == 0) return;
-  if (t.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::uniform_cuda(t, seed, lo, hi, offset));
-    return;
-  }
-  detail::dispatch_floating(t.dtype(), "uniform_", [&](auto tag) {
+  detail::cpu_or_cuda(t, op, cuda, [&](auto tag) {
     using T = decltype(tag);
     T* p = t.data<T>();
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      // The uniform is exact in float; the affine map is done in double, then rounded
-      // once to T. The CUDA kernel performs the very same roundings.
-      const double u = random_uniform(seed, offset + static_cast<std::uint64_t>(i));
-      p[i] = detail::narrow<T>(lo + (hi - lo) * u);
-    }
+    for (std::int64_t i = 0; i < t.numel(); ++i)
+      p[i] = detail::narrow<T>(shift + scale * draw(offset + static_cast<std::uint64_t>(i)));
   });
 }
 
+}  // namespace
+
+void uniform_(Tensor& t, std::uint64_t seed, double lo, double hi, std::uint64_t offset) {
+  fill_affine(
+      "uniform_", t, lo, hi - lo, offset,
+      [&] { MGPU_IF_CUDA(detail::uniform_cuda(t, seed, lo, hi, offset)); },
+      [&](std::uint64_t i) { return random_uniform(seed, i); });
+}
+
 void normal_(Tensor& t, std::uint64_t seed, double mean, double stddev, std::uint64_t offset) {
-  detail::check_floating("normal_", "t", t);
-  if (t.numel() == 0) return;
-  if (t.device().is_cuda()) {
-    MGPU_IF_CUDA(detail::normal_cuda(t, seed, mean, stddev, offset));
-    return;
-  }
-  detail::dispatch_floating(t.dtype(), "normal_", [&](auto tag) {
-    using T = decltype(tag);
-    T* p = t.data<T>();
-    for (std::int64_t i = 0; i < t.numel(); ++i) {
-      const double z = detail::standard_normal(seed, offset + static_cast<std::uint64_t>(i));
-      p[i] = detail::narrow<T>(mean + stddev * z);
-    }
-  });
+  fill_affine(
+      "normal_", t, mean, stddev, offset,
+      [&] { MGPU_IF_CUDA(detail::normal_cuda(t, seed, mean, stddev, offset)); },
+      [&](std::uint64_t i) { return detail::standard_normal(seed, i); });
 }
 
 }  // namespace mgpu

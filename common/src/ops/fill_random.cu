@@ -31,40 +31,39 @@ void fill_bits_cuda(Tensor& t, std::uint64_t bits) {
   }
 }
 
-// Element i <- lo + (hi - lo) * U(seed, offset + i), rounded once to T.
+// The two draws: U(seed, i), exact in double, and N(seed, i) with the same Box-Muller as
+// the CPU. log/cos on the GPU may differ from the host's libm in the last bit, so normal_
+// agrees with the CPU to ~1e-15 relative, not bit for bit; uniform_ is bit-identical.
+struct UniformDraw {
+  __device__ static double at(std::uint64_t seed, std::uint64_t i) { return random_uniform(seed, i); }
+};
+struct NormalDraw {
+  __device__ static double at(std::uint64_t seed, std::uint64_t i) { return standard_normal(seed, i); }
+};
+
+// Element i <- shift + scale * Draw(seed, offset + i), rounded once to T.
 // __dmul_rn / __dadd_rn forbid nvcc from fusing the multiply-add into an FMA: with the
-// separate roundings the CPU performs, every element is bit-identical to the CPU's.
-template <typename T>
-__global__ void uniform_kernel(T* out, std::uint64_t seed, double lo, double span,
-                               std::uint64_t offset, std::int64_t n) {
+// separate roundings the CPU performs, the affine map is bit-identical to the CPU's.
+template <typename Draw, typename T>
+__global__ void affine_random_kernel(T* out, std::uint64_t seed, double shift, double scale,
+                                     std::uint64_t offset, std::int64_t n) {
   for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const double u = random_uniform(seed, offset + static_cast<std::uint64_t>(i));
-    const double v = __dadd_rn(lo, __dmul_rn(span, u));
+    const double r = Draw::at(seed, offset + static_cast<std::uint64_t>(i));
+    const double v = __dadd_rn(shift, __dmul_rn(scale, r));
     out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
   }
 }
 
 void uniform_cuda(Tensor& t, std::uint64_t seed, double lo, double hi, std::uint64_t offset) {
-  launch_grid_stride("uniform_", t, [](auto tag) { return uniform_kernel<decltype(tag)>; },
-                     t, seed, lo, hi - lo, offset);
-}
-
-// Element i <- mean + std * N(seed, offset + i), with the same Box-Muller as the CPU.
-// log/cos on the GPU may differ from the host's libm in the last bit, so normal_ agrees
-// with the CPU to ~1e-15 relative, not bit for bit.
-template <typename T>
-__global__ void normal_kernel(T* out, std::uint64_t seed, double mean, double stddev,
-                              std::uint64_t offset, std::int64_t n) {
-  for (std::int64_t i = grid_start(); i < n; i += grid_stride()) {
-    const double z = standard_normal(seed, offset + static_cast<std::uint64_t>(i));
-    const double v = __dadd_rn(mean, __dmul_rn(stddev, z));
-    out[i] = from_compute<T>(static_cast<compute_t<T>>(v));
-  }
+  launch_grid_stride("uniform_", t,
+                     [](auto tag) { return affine_random_kernel<UniformDraw, decltype(tag)>; }, t,
+                     seed, lo, hi - lo, offset);
 }
 
 void normal_cuda(Tensor& t, std::uint64_t seed, double mean, double stddev, std::uint64_t offset) {
-  launch_grid_stride("normal_", t, [](auto tag) { return normal_kernel<decltype(tag)>; },
-                     t, seed, mean, stddev, offset);
+  launch_grid_stride("normal_", t,
+                     [](auto tag) { return affine_random_kernel<NormalDraw, decltype(tag)>; }, t,
+                     seed, mean, stddev, offset);
 }
 
 }  // namespace mgpu::detail

@@ -131,9 +131,7 @@ void gemm_cpu(Tensor& c, const Tensor& a, const Tensor& b, bool ta, bool tb, int
 
 void matmul_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                 double alpha, double beta) {
-  detail::check_compatible("matmul", "a", a, "b", b);
-  detail::check_floating("matmul", "a", a);
-  detail::check_defined_operand("matmul", "c", c);
+  detail::check_gemm_operands("matmul", c, a, b);
   if (c.dtype() == DType::f32 && (a.dtype() == DType::f16 || a.dtype() == DType::bf16)) {
     // The mixed-precision GEMM: 16-bit a and b, f32 c (see ops.h).
     MGPU_CHECK(c.device() == a.device(), "matmul: device mismatch: c is ", c.str(), ", a is ",

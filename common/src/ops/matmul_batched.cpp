@@ -18,9 +18,7 @@ Tensor entry(const Tensor& t, std::int64_t i) { return t.slice(i, i + 1).reshape
 
 void matmul_batched_out(Tensor& c, const Tensor& a, const Tensor& b, bool trans_a, bool trans_b,
                         double alpha, double beta) {
-  detail::check_compatible("matmul_batched", "a", a, "b", b);
-  detail::check_floating("matmul_batched", "a", a);
-  detail::check_defined_operand("matmul_batched", "c", c);
+  detail::check_gemm_operands("matmul_batched", c, a, b);
   MGPU_CHECK(a.ndim() == 3 && b.ndim() == 3 && c.ndim() == 3 && a.size(0) == b.size(0) &&
                  c.size(0) == a.size(0),
              "matmul_batched: a, b and c must be 3-D with the same first (batch) dimension, got a ",

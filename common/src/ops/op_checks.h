@@ -41,6 +41,14 @@ inline void check_floating(const char* op, const char* name, const Tensor& t) {
              " but the op needs f32, f64, f16 or bf16 (cast integers first)");
 }
 
+/// The operand checks every GEMM (matmul, matmul_batched) starts with: a and b defined,
+/// alike and floating; c defined.
+inline void check_gemm_operands(const char* op, const Tensor& c, const Tensor& a, const Tensor& b) {
+  check_compatible(op, "a", a, "b", b);
+  check_floating(op, "a", a);
+  check_defined_operand(op, "c", c);
+}
+
 /// The dtype reductions and the loss return for inputs of `t`: f64 stays f64, the rest f32.
 inline DType accumulate_dtype(DType t) { return t == DType::f64 ? DType::f64 : DType::f32; }
 
