@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mgpu/tensor.h"
+#include "temp_dir.h"
 
 namespace mgpu::testing {
 
@@ -70,28 +71,5 @@ inline std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
-
-/// A unique empty folder under /tmp for one test; removed by the destructor.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/mgpu-io-test-XXXXXX";
-    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  /// The folder's path.
-  const std::string& path() const { return path_; }
-  /// path()/name.
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace mgpu::testing

@@ -18,25 +18,15 @@
 #include "mgpu/parallel/grid/grid.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
+#include "temp_dir.h"
 
 using namespace mgpu;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+using mgpu::testing::TempDir;
 
-/// A scratch folder, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("mgpu-app-test-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "-" +
-            std::to_string(std::rand()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+namespace {
 
 /// The message a validator gives for `text` ("" when it accepts it).
 std::string check(const CLI::Validator& v, std::string text) { return v(text); }
