@@ -21,11 +21,7 @@
 
 namespace lesson03_test {
 
-using mgpu::Device;
-using mgpu::DType;
-using mgpu::Shape;
-using mgpu::Tensor;
-namespace nn = mgpu::nn;
+using namespace mgpu;  // Device, DType, Shape, Tensor, nn
 namespace l03 = mgpu::lesson03;
 
 using namespace mgpu::testing;  // CPU devices, random data, error measures, error_of

@@ -21,12 +21,7 @@
 
 namespace ddp_test {
 
-using mgpu::Device;
-using mgpu::DType;
-using mgpu::Shape;
-using mgpu::Tensor;
-namespace nn = mgpu::nn;
-namespace dist = mgpu::dist;
+using namespace mgpu;  // Device, DType, Shape, Tensor, nn, dist
 
 using mgpu::testing::all_ranks;
 using mgpu::testing::group;

@@ -761,12 +761,7 @@ TEST_CASE("gpu: DDP on CUDA (mpi backend, ranks may share a GPU) matches DDP on 
           "[05_ddp][gpu]") {
   const int w = group().size(), rank = group().rank();
   const Device gpu = dist::rank_device(Device::Kind::cuda);
-  static std::shared_ptr<dist::ProcessGroup> gpu_group = [&] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", gpu, o);
-  }();
+  dist::ProcessGroup& gpu_group = mgpu::testing::rank_gpu_group();
   ToyData data(static_cast<std::int64_t>(w) * 8);
   auto run = [&](const Device& device, dist::ProcessGroup& g, bool as_view) {
     auto net = make_net(false, 21);
@@ -789,7 +784,7 @@ TEST_CASE("gpu: DDP on CUDA (mpi backend, ranks may share a GPU) matches DDP on 
   };
   auto on_cpu = run(Device::cpu(), group(), false);
   for (bool as_view : {false, true}) {
-    auto on_gpu = run(gpu, *gpu_group, as_view);
+    auto on_gpu = run(gpu, gpu_group, as_view);
     double worst = 0;
     auto a = on_cpu->named_parameters(), b = on_gpu->named_parameters();
     for (std::size_t i = 0; i < a.size(); ++i)

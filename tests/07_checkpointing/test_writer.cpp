@@ -101,15 +101,8 @@ TEST_CASE("writer: every dtype in the reference order, metadata, 0-d and empty t
   const io::Metadata meta{{"step", "12"}, {"note", "é \"q\"\n"}};
   // I64, then F64, F32, I32, BF16, F16; by name within a dtype; metadata keys in order.
   const std::string header =
-      R"({"__metadata__":{"note":"é \"q\"\n","step":"12"},)"
-      R"("f_i64":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
-      R"("e_f64":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},)"
-      R"("g_f64":{"dtype":"F64","shape":[0,3],"data_offsets":[16,16]},)"
-      R"("d_f32":{"dtype":"F32","shape":[1],"data_offsets":[16,20]},)"
-      R"("h_f32":{"dtype":"F32","shape":[],"data_offsets":[20,24]},)"
-      R"("c_i32":{"dtype":"I32","shape":[1],"data_offsets":[24,28]},)"
-      R"("b_bf16":{"dtype":"BF16","shape":[2],"data_offsets":[28,32]},)"
-      R"("a_f16":{"dtype":"F16","shape":[2],"data_offsets":[32,36]}})";
+      R"({"__metadata__":{"note":"é \"q\"\n","step":"12"},)" +
+      mgpu::testing::every_dtype_dict_entries();
   const std::string padding((8 - header.size() % 8) % 8, ' ');
   std::string data;
   for (const char* name : {"f_i64", "e_f64", "g_f64", "d_f32", "h_f32", "c_i32", "b_bf16", "a_f16"})

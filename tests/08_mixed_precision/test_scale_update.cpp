@@ -2,22 +2,13 @@
 #include <cfloat>
 
 #include "mp_test_util.h"
+#include "scale_update_sequence.h"
 
 using namespace mptest;
 
 TEST_CASE("task1: interval 3: clean, clean, inf, clean, clean, clean -> PyTorch's scales",
           "[08_mixed_precision][task1][points:2]") {
-  float scale = 65536.f;
-  std::int32_t tracker = 0;
-  const bool found[] = {false, false, true, false, false, false};
-  const float want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536};
-  const std::int32_t want_tracker[] = {1, 2, 0, 1, 2, 0};
-  for (int i = 0; i < 6; ++i) {
-    amp::update_scale(scale, tracker, found[i], 2.0, 0.5, 3);
-    INFO("after update " << i + 1 << " (" << (found[i] ? "inf" : "clean") << ")");
-    CHECK(scale == want_scale[i]);
-    CHECK(tracker == want_tracker[i]);
-  }
+  mgpu::testing::check_interval_3_sequence();
 }
 
 TEST_CASE("task1: a scale near the float maximum never becomes inf",
@@ -53,18 +44,5 @@ TEST_CASE("task1: factors apply in double and round once to float; backoff reset
 
 TEST_CASE("task1: your rule inside GradScaler: the interval-3 sequence through scale/step/update",
           "[08_mixed_precision][task1][points:1]") {
-  amp::GradScalerOptions o;
-  o.growth_interval = 3;
-  amp::GradScaler scaler(o);
-  Toy toy;
-  const bool inf_step[] = {false, false, true, false, false, false};
-  const double want[] = {65536, 65536, 32768, 32768, 32768, 65536};
-  for (int i = 0; i < 6; ++i) {
-    scaler.scale(Tensor::full({}, 1.0));
-    toy.set_grads(inf_step[i] ? kInf : 1.f);
-    CHECK(scaler.step(*toy.sgd) == !inf_step[i]);
-    scaler.update();
-    INFO("iteration " << i + 1);
-    CHECK(scaler.get_scale() == want[i]);
-  }
+  mgpu::testing::check_interval_3_through_scaler(1.f, false);
 }

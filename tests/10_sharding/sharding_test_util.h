@@ -27,12 +27,7 @@
 
 namespace shard_test {
 
-using mgpu::Device;
-using mgpu::DType;
-using mgpu::Shape;
-using mgpu::Tensor;
-namespace nn = mgpu::nn;
-namespace dist = mgpu::dist;
+using namespace mgpu;  // Device, DType, Shape, Tensor, nn, dist
 namespace optim = mgpu::optim;
 namespace par = mgpu::parallel;
 

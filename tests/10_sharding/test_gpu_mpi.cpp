@@ -19,24 +19,13 @@ namespace {
 // with room for a GPU's other order of summation in the matrix products.
 constexpr double kGpuTolerance = 1e-4;
 
-// The world on each rank's GPU, over the mpi backend; created once, on every rank.
-dist::ProcessGroup& gpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g = [] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", dist::rank_device(Device::Kind::cuda), o);
-  }();
-  return *g;
-}
-
 // train_sharded's steps on `device`: the batches copied there, the parameters back here.
 std::map<std::string, Tensor> train_sharded_on(const Device& device,
                                                std::shared_ptr<nn::Sequential> model,
                                                const RunSpec& spec,
                                                const par::ShardingOptions& options) {
   model->to(device);
-  par::ShardedDataParallel sdp(model, gpu_group(), options);
+  par::ShardedDataParallel sdp(model, mgpu::testing::rank_gpu_group(), options);
   optim::AdamW opt(sdp.parameters(), spec.adamw);
   for (int s = 0; s < spec.steps; ++s) {
     opt.zero_grad();

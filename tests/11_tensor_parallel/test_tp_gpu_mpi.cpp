@@ -21,23 +21,6 @@ TEST_CASE("gpu: task4: the Megatron MLP on CUDA (mpi backend, ranks may share a 
   const Tensor x = random_tensor({6, 5}, 42), labels = random_labels(6, 4, 43);
   // f64 on both sides: only the order of the sums differs (cuBLAS against OpenBLAS).
   const double tol = 1e-12;
-  for (int step = 0; step < 2; ++step) {  // the second step after an SGD update of both
-    INFO("step " << step << " on " << gpu.str());
-    full->zero_grad();
-    tp->zero_grad();
-    nn::CrossEntropyLoss ref_loss, tp_loss;
-    const Tensor ref_logits = full->forward(x);
-    const double want = ref_loss.forward(ref_logits, labels).item();
-    full->backward(ref_loss.backward());
-    Tensor logits;
-    CHECK(collectives_during(g, [&] { logits = tp->forward(x.to(gpu)); }) == 2);
-    CHECK(logits.device().is_cuda());
-    CHECK(max_rel_diff(logits.to(Device::cpu()), ref_logits) < tol);
-    CHECK(tp_loss.forward(logits, labels.to(gpu)).item() == Approx(want).epsilon(tol));
-    CHECK(collectives_during(g, [&] { tp->backward(tp_loss.backward()); }) == 2);
-    check_grads_match(*tp, *full, tol);
-    for (auto* m : {static_cast<nn::Module*>(full.get()), static_cast<nn::Module*>(tp.get())})
-      for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
-  }
+  check_megatron_mlp_steps(*full, *tp, g, gpu, x, labels, tol);
   CHECK(tp->num_parameters() == tpar::parameters_per_rank(*full, g.size(), g.rank()));
 }

@@ -157,23 +157,7 @@ TEST_CASE("task4: the Megatron MLP: logits, loss and every gradient equal the un
   auto tp = tpar::tensor_parallelize(*full, g);
   REQUIRE(tpar::count_mlp_blocks(*tp) == 2);
   const Tensor x = random_tensor({6, 5}, 42), labels = random_labels(6, 4, 43);
-  for (int step = 0; step < 2; ++step) {  // the second step after an SGD update of both
-    INFO("step " << step);
-    full->zero_grad();
-    tp->zero_grad();
-    nn::CrossEntropyLoss ref_loss, tp_loss;
-    const Tensor ref_logits = full->forward(x);
-    const double want = ref_loss.forward(ref_logits, labels).item();
-    full->backward(ref_loss.backward());
-    Tensor logits;
-    CHECK(collectives_during(g, [&] { logits = tp->forward(x); }) == 2);
-    CHECK(max_rel_diff(logits, ref_logits) < 1e-12);
-    CHECK(tp_loss.forward(logits, labels).item() == Approx(want).epsilon(1e-12));
-    CHECK(collectives_during(g, [&] { tp->backward(tp_loss.backward()); }) == 2);
-    check_grads_match(*tp, *full, 1e-12);
-    for (auto* m : {static_cast<nn::Module*>(full.get()), static_cast<nn::Module*>(tp.get())})
-      for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
-  }
+  check_megatron_mlp_steps(*full, *tp, g, Device::cpu(), x, labels, 1e-12);
   // The shards hold the formula's parameter count.
   CHECK(tp->num_parameters() == tpar::parameters_per_rank(*full, g.size(), g.rank()));
 }

@@ -117,4 +117,31 @@ inline void check_grads_match(nn::Sequential& model, nn::Sequential& reference, 
   }
 }
 
+/// Two steps of the unsplit `full` and its tensor-parallel `tp` (on `device`, over group g),
+/// the second after an SGD update (lr 0.5) of both: each step's logits, loss and every
+/// gradient equal full's within `tol`, with one all-reduce forward and one backward per block
+/// of the two. x and labels are on the CPU, as full is.
+inline void check_megatron_mlp_steps(nn::Sequential& full, nn::Sequential& tp, dist::ProcessGroup& g,
+                                     const Device& device, const Tensor& x, const Tensor& labels,
+                                     double tol) {
+  for (int step = 0; step < 2; ++step) {
+    INFO("step " << step << " on " << device.str());
+    full.zero_grad();
+    tp.zero_grad();
+    nn::CrossEntropyLoss ref_loss, tp_loss;
+    const Tensor ref_logits = full.forward(x);
+    const double want = ref_loss.forward(ref_logits, labels).item();
+    full.backward(ref_loss.backward());
+    Tensor logits;
+    CHECK(collectives_during(g, [&] { logits = tp.forward(x.to(device)); }) == 2);
+    if (device.is_cuda()) CHECK(logits.device().is_cuda());
+    CHECK(max_rel_diff(logits.to(Device::cpu()), ref_logits) < tol);
+    CHECK(tp_loss.forward(logits, labels.to(device)).item() == Approx(want).epsilon(tol));
+    CHECK(collectives_during(g, [&] { tp.backward(tp_loss.backward()); }) == 2);
+    check_grads_match(tp, full, tol);
+    for (nn::Module* m : {static_cast<nn::Module*>(&full), static_cast<nn::Module*>(&tp)})
+      for (nn::Parameter* p : m->parameters()) axpy_(p->value, -0.5, p->grad);
+  }
+}
+
 }  // namespace tp_test

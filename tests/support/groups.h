@@ -46,6 +46,14 @@ inline dist::ProcessGroup& cpu_group() {
   return *g;
 }
 
+/// The world on this rank's CUDA device (dist::rank_device; ranks may share a GPU) over the
+/// mpi backend, quiet, with a 60 s timeout; created on first use, on every rank.
+inline dist::ProcessGroup& rank_gpu_group() {
+  static std::shared_ptr<dist::ProcessGroup> g =
+      dist::new_group("mpi", dist::rank_device(Device::Kind::cuda), quiet_options(60));
+  return *g;
+}
+
 /// True on every rank when `ok` is true on every rank: a check all ranks report the same.
 inline bool all_ranks(bool ok) {
   Tensor t = Tensor::from_vector(std::vector<std::int32_t>{ok ? 1 : 0}, {1});

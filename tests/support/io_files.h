@@ -15,6 +15,7 @@
 #include <vector>
 
 #include "mgpu/tensor.h"
+#include "temp_dir.h"
 
 namespace mgpu::testing {
 
@@ -65,33 +66,25 @@ inline std::map<std::string, Tensor> every_dtype_dict() {
   return d;
 }
 
+/// every_dtype_dict()'s tensors as a safetensors header lists them after the metadata, in
+/// the writer's order (I64, F64, F32, I32, BF16, F16; by name within a dtype), with the
+/// header's closing brace.
+inline std::string every_dtype_dict_entries() {
+  return
+      R"("f_i64":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
+      R"("e_f64":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},)"
+      R"("g_f64":{"dtype":"F64","shape":[0,3],"data_offsets":[16,16]},)"
+      R"("d_f32":{"dtype":"F32","shape":[1],"data_offsets":[16,20]},)"
+      R"("h_f32":{"dtype":"F32","shape":[],"data_offsets":[20,24]},)"
+      R"("c_i32":{"dtype":"I32","shape":[1],"data_offsets":[24,28]},)"
+      R"("b_bf16":{"dtype":"BF16","shape":[2],"data_offsets":[28,32]},)"
+      R"("a_f16":{"dtype":"F16","shape":[2],"data_offsets":[32,36]}})";
+}
+
 /// The whole content of a file ("" when it cannot be read).
 inline std::string slurp(const std::string& path) {
   std::ifstream in(path, std::ios::binary);
   return std::string((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
 }
-
-/// A unique empty folder under /tmp for one test; removed by the destructor.
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/mgpu-io-test-XXXXXX";
-    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  /// The folder's path.
-  const std::string& path() const { return path_; }
-  /// path()/name.
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
 
 }  // namespace mgpu::testing

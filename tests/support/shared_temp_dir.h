@@ -13,6 +13,7 @@
 
 #include "groups.h"
 #include "mgpu/tensor.h"
+#include "temp_dir.h"
 
 namespace mgpu::testing {
 
@@ -33,20 +34,13 @@ inline std::string shared_temp_dir(const std::string& prefix) {
 }
 
 /// shared_temp_dir(), removed by rank 0 after a barrier when the object goes away.
-class SharedTempDir {
+class SharedTempDir : public ScratchFolder {
  public:
-  explicit SharedTempDir(const std::string& prefix) : path_(shared_temp_dir(prefix)) {}
+  explicit SharedTempDir(const std::string& prefix) : ScratchFolder(shared_temp_dir(prefix)) {}
   ~SharedTempDir() {
     cpu_group().barrier().wait();
-    if (cpu_group().rank() == 0) std::filesystem::remove_all(path_);
+    if (cpu_group().rank() == 0) std::filesystem::remove_all(path());
   }
-  SharedTempDir(const SharedTempDir&) = delete;
-  SharedTempDir& operator=(const SharedTempDir&) = delete;
-  const std::string& path() const { return path_; }
-  std::string file(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
 };
 
 }  // namespace mgpu::testing

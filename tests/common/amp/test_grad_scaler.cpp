@@ -13,6 +13,7 @@
 #include "mgpu/ops.h"
 #include "mgpu/optim/sgd.h"
 #include "reference_models.h"
+#include "scale_update_sequence.h"
 
 using namespace mgpu;
 
@@ -27,18 +28,7 @@ using Toy = testing::LinearWithSgd;
 }  // namespace
 
 TEST_CASE("update_scale: PyTorch's sequence for growth_interval 3", "[amp][scaler]") {
-  // clean, clean, inf, clean, clean, clean: the scale after each update, and the tracker.
-  float scale = 65536.f;
-  std::int32_t tracker = 0;
-  const bool found[] = {false, false, true, false, false, false};
-  const float want_scale[] = {65536, 65536, 32768, 32768, 32768, 65536};
-  const std::int32_t want_tracker[] = {1, 2, 0, 1, 2, 0};
-  for (int i = 0; i < 6; ++i) {
-    amp::update_scale(scale, tracker, found[i], 2.0, 0.5, 3);
-    INFO("update " << i);
-    CHECK(scale == want_scale[i]);
-    CHECK(tracker == want_tracker[i]);
-  }
+  mgpu::testing::check_interval_3_sequence();
 }
 
 TEST_CASE("update_scale: the scale never grows to inf", "[amp][scaler]") {
@@ -123,23 +113,7 @@ TEST_CASE("GradScaler: defaults and the interval-3 sequence through step/update"
   CHECK(defaults.get_growth_interval() == 2000);
   CHECK(defaults.is_enabled());
 
-  amp::GradScalerOptions o;
-  o.growth_interval = 3;
-  amp::GradScaler scaler(o);
-  Toy toy;
-  const bool inf_step[] = {false, false, true, false, false, false};
-  const double want[] = {65536, 65536, 32768, 32768, 32768, 65536};
-  for (int i = 0; i < 6; ++i) {
-    Tensor loss = scaler.scale(Tensor::full({}, 1.0));
-    CHECK(loss.item() == (i < 3 ? 65536.0 : 32768.0));  // the scale this iteration uses
-    toy.set_grads(inf_step[i] ? kInf : 65536.f);
-    const bool stepped = scaler.step(*toy.sgd);
-    CHECK(stepped == !inf_step[i]);
-    CHECK(scaler.last_step_skipped() == inf_step[i]);
-    scaler.update();
-    INFO("iteration " << i);
-    CHECK(scaler.get_scale() == want[i]);
-  }
+  mgpu::testing::check_interval_3_through_scaler(65536.f, true);
 }
 
 TEST_CASE("GradScaler: an inf gradient leaves the parameters unchanged and halves the scale",

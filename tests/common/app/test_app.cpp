@@ -18,25 +18,15 @@
 #include "mgpu/parallel/grid/grid.h"
 #include "mgpu/nn/all.h"
 #include "mgpu/optim/sgd.h"
+#include "temp_dir.h"
 
 using namespace mgpu;
 namespace fs = std::filesystem;
 using nlohmann::json;
 
-namespace {
+using mgpu::testing::TempDir;
 
-/// A scratch folder, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("mgpu-app-test-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "-" +
-            std::to_string(std::rand()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+namespace {
 
 /// The message a validator gives for `text` ("" when it accepts it).
 std::string check(const CLI::Validator& v, std::string text) { return v(text); }
@@ -52,6 +42,22 @@ app::Options parse(std::vector<std::string> args, bool lr_schedule = false) {
   std::reverse(args.begin(), args.end());  // CLI11 reads a reversed vector
   cli.parse(args);
   return opt;
+}
+
+/// Each (flag, value) given alone to `parse` must be refused by its validator with a
+/// message that starts with the flag and says what it must be (not a huge limit's digits).
+template <class Parse>
+void check_refused(Parse&& parse, const std::vector<std::pair<std::string, std::string>>& cases) {
+  for (const auto& [flag, value] : cases) {
+    try {
+      parse({flag, value});
+      FAIL(flag << " " << value << " was accepted");
+    } catch (const CLI::ValidationError& e) {
+      const std::string what = e.what();
+      CHECK_THAT(what, Catch::StartsWith(flag + ": must be"));
+      CHECK_THAT(what, !Catch::Contains("179769"));
+    }
+  }
 }
 
 std::vector<json> read_json_lines(const std::string& path) {
@@ -94,17 +100,8 @@ TEST_CASE("add_flags declares the shared flags; bad values never print DBL_MAX",
   CHECK(opt.train_samples == 100);
   CHECK(opt.metrics == "m.jsonl");
   CHECK(opt.data == data::FashionMNIST::kDefaultDir);  // the default
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--epochs", "0"}, {"--batch-size", "-1"}, {"--lr", "-1"}, {"--steps", "-3"}}) {
-    try {
-      parse({flag, value});
-      FAIL(flag << " " << value << " was accepted");
-    } catch (const CLI::ValidationError& e) {
-      const std::string what = e.what();
-      CHECK_THAT(what, Catch::StartsWith(flag + ": must be"));
-      CHECK_THAT(what, !Catch::Contains("179769"));
-    }
-  }
+  check_refused([](std::vector<std::string> args) { return parse(args); },
+                {{"--epochs", "0"}, {"--batch-size", "-1"}, {"--lr", "-1"}, {"--steps", "-3"}});
   CHECK_THROWS_AS(parse({"--model", "resnet"}), CLI::ValidationError);
   CHECK_THROWS_AS(parse({"--schedule", "cosine"}), CLI::ParseError);  // not declared
   CHECK(parse({"--schedule", "cosine"}, true).schedule == "cosine");
@@ -121,18 +118,9 @@ TEST_CASE("the GPT programs' shared flags refuse what lesson 01's refuse, naming
     return f;
   };
   CHECK(parse_gpt({"--steps", "3", "--seed", "7", "--batch-size", "8"}).steps == 3);
-  for (const auto& [flag, value] : std::vector<std::pair<std::string, std::string>>{
-           {"--steps", "0"}, {"--steps", "-1"}, {"--seed", "-1"}, {"--batch-size", "1e8"},
-           {"--batch-size", "100000000"}, {"--seq", "0"}, {"--lr", "-0.1"}, {"--lr", "nan"}}) {
-    try {
-      parse_gpt({flag, value});
-      FAIL(flag << " " << value << " was accepted");
-    } catch (const CLI::ValidationError& e) {
-      const std::string what = e.what();
-      CHECK_THAT(what, Catch::StartsWith(flag + ": must be"));
-      CHECK_THAT(what, !Catch::Contains("179769"));
-    }
-  }
+  check_refused(parse_gpt, {{"--steps", "0"}, {"--steps", "-1"}, {"--seed", "-1"},
+                            {"--batch-size", "1e8"}, {"--batch-size", "100000000"},
+                            {"--seq", "0"}, {"--lr", "-0.1"}, {"--lr", "nan"}});
 }
 
 TEST_CASE("check_grid: extents below 1 or whose product overflows an int are named as such",

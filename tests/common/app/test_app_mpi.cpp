@@ -8,6 +8,7 @@
 
 #include <filesystem>
 #include <fstream>
+#include <memory>
 #include <set>
 
 #include "mgpu/app/app.h"
@@ -63,6 +64,19 @@ app::Data synthetic_data(std::int64_t samples) {
   return d;
 }
 
+/// Epoch 0 of `run` started over `samples` synthetic samples (lr 0.5), its first batch drawn.
+struct FirstBatch {
+  app::Data data;
+  std::unique_ptr<data::DataLoader> loader;
+  data::Batch batch;
+  FirstBatch(app::Run& run, const app::Options& opt, std::int64_t samples)
+      : data(synthetic_data(samples)), loader(app::train_loader(data, opt, Device::cpu())) {
+    loader->start_epoch(0);
+    run.start_epoch(0, 0.5, *loader);
+    REQUIRE(run.next_batch(batch));
+  }
+};
+
 }  // namespace
 
 TEST_CASE("Trace::write gathers every rank's spans into one file on rank 0", "[app][trace]") {
@@ -111,13 +125,8 @@ TEST_CASE("Run sums the epoch's training numbers over every rank", "[app][run]")
   SharedPath file("metrics.jsonl");
   const app::Options opt = one_epoch_options(file.path);
   app::Run run(opt, "test run", {Device::cpu()}, &g);
-  const app::Data d = synthetic_data(8);
-  auto loader = app::train_loader(d, opt, Device::cpu());
-  loader->start_epoch(0);
-  run.start_epoch(0, 0.5, *loader);
-  data::Batch batch;
+  const FirstBatch first(run, opt, 8);
   // Rank r reports one step of loss r + 1 over r + 1 samples, r of them right.
-  REQUIRE(run.next_batch(batch));
   const int r = g.rank();
   run.step(r + 1.0, r + 1, r);
   run.end_training();
@@ -146,12 +155,7 @@ TEST_CASE("gather_epoch_sums: every rank's row, read back by epoch_sums_of", "[a
   dist::ProcessGroup& g = cpu_group();
   const app::Options opt = one_epoch_options();
   app::Run run(opt, "test run", {Device::cpu()}, &g);
-  const app::Data d = synthetic_data(16);
-  auto loader = app::train_loader(d, opt, Device::cpu());
-  loader->start_epoch(0);
-  run.start_epoch(0, 0.5, *loader);
-  data::Batch batch;
-  REQUIRE(run.next_batch(batch));
+  const FirstBatch first(run, opt, 16);
   const int r = g.rank();
   run.step(r + 0.5, 4, r);  // rank r: loss r + 0.5 over 4 samples, r right
   const Tensor rows = run.gather_epoch_sums(g);

@@ -8,27 +8,18 @@
 #include <fstream>
 #include <set>
 
+#include "data_test_util.h"
 #include "gpu.h"
 #include "mgpu/data/all.h"
+#include "temp_dir.h"
 
 using namespace mgpu;
 using namespace mgpu::data;
 namespace fs = std::filesystem;
 
-namespace {
+using mgpu::testing::TempDir;
 
-/// A scratch folder, removed at the end of the test.
-struct TempDir {
-  fs::path path;
-  TempDir() {
-    path = fs::temp_directory_path() /
-           ("mgpu-data-test-" + std::to_string(reinterpret_cast<std::uintptr_t>(this)) + "-" +
-            std::to_string(std::rand()));
-    fs::create_directories(path);
-  }
-  ~TempDir() { fs::remove_all(path); }
-  std::string file(const std::string& name) const { return (path / name).string(); }
-};
+namespace {
 
 std::vector<unsigned char> idx_bytes(unsigned char type, std::vector<std::uint32_t> dims,
                                      std::size_t payload) {
@@ -63,23 +54,9 @@ std::vector<std::int64_t> labels_of(DataLoader& loader, std::int64_t epoch) {
   return seen;
 }
 
-/// Labels that identify the sample: label i = i (a dataset of distinct labels).
-class CountingDataset : public Dataset {
- public:
-  explicit CountingDataset(std::int64_t n, std::int64_t fail_at = -1) : n_(n), fail_at_(fail_at) {}
-  std::int64_t size() const override { return n_; }
-  Shape sample_shape() const override { return {2}; }
-  std::int64_t num_classes() const override { return n_; }
-  std::int64_t get(std::int64_t i, float* f) const override {
-    MGPU_CHECK(i != fail_at_, "CountingDataset: sample ", i, " is unreadable");
-    f[0] = static_cast<float>(i);
-    f[1] = -static_cast<float>(i);
-    return i;
-  }
-  std::string describe() const override { return "counting"; }
-
- private:
-  std::int64_t n_, fail_at_;
+/// Labels that identify the sample: label i = i (a dataset of distinct labels); inputs i, -i.
+struct CountingDataset : datatest::NumberedDataset {
+  explicit CountingDataset(std::int64_t n, std::int64_t fail_at = -1) : NumberedDataset(n, {1, -1}, fail_at) {}
 };
 
 }  // namespace
@@ -124,11 +101,11 @@ TEST_CASE("FashionMNIST explains how to get the data; checks the files agree", "
   TempDir dir;
   write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {3, 2, 2}, 12));
   write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), idx_bytes(0x08, {4}, 4));
-  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::test), Catch::Contains("4 labels"));
-  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::train),
+  CHECK_THROWS_WITH(FashionMNIST(dir.path(), Split::test), Catch::Contains("4 labels"));
+  CHECK_THROWS_WITH(FashionMNIST(dir.path(), Split::train),
                     Catch::Contains("train-images-idx3-ubyte.gz"));
   write_gz(dir.file("t10k-labels-idx1-ubyte.gz"), {0, 0, 8, 1, 0, 0, 0, 3, 1, 9, 4});
-  FashionMNIST tiny(dir.path.string(), Split::test);
+  FashionMNIST tiny(dir.path(), Split::test);
   CHECK(tiny.size() == 3);
   CHECK(tiny.sample_shape() == Shape{1, 2, 2});
   float px[4];
@@ -141,11 +118,11 @@ TEST_CASE("FashionMNIST refuses files with no images or with 0x0 images", "[data
   TempDir dir;
   write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {0, 28, 28}, 0));
   write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {0}, 0));
-  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::test),
+  CHECK_THROWS_WITH(FashionMNIST(dir.path(), Split::test),
                     Catch::Contains("holds no images") && Catch::Contains("t10k-images-idx3-ubyte"));
   write_plain(dir.file("t10k-images-idx3-ubyte"), idx_bytes(0x08, {2, 0, 0}, 0));
   write_plain(dir.file("t10k-labels-idx1-ubyte"), idx_bytes(0x08, {2}, 2));
-  CHECK_THROWS_WITH(FashionMNIST(dir.path.string(), Split::test), Catch::Contains("images of 0x0"));
+  CHECK_THROWS_WITH(FashionMNIST(dir.path(), Split::test), Catch::Contains("images of 0x0"));
 }
 
 TEST_CASE("the installed Fashion-MNIST has 60000 + 10000 labelled images", "[data][fmnist]") {

@@ -7,6 +7,7 @@
 #include <thread>
 #include <vector>
 
+#include "data_test_util.h"
 #include "mgpu/data/all.h"
 
 using namespace mgpu;
@@ -14,27 +15,10 @@ using namespace mgpu::data;
 
 namespace {
 
-// Labels that identify the sample (label i = i); counts reads; sample `fail_at` fails.
-class Numbers : public Dataset {
- public:
-  explicit Numbers(std::int64_t n, std::int64_t fail_at = -1) : n_(n), fail_at_(fail_at) {}
-  std::int64_t size() const override { return n_; }
-  Shape sample_shape() const override { return {3}; }
-  std::int64_t num_classes() const override { return n_; }
-  std::int64_t get(std::int64_t i, float* f) const override {
-    reads_.fetch_add(1);
-    MGPU_CHECK(i != fail_at_, "Numbers: sample ", i, " is unreadable");
-    f[0] = static_cast<float>(i);
-    f[1] = 2.0f * static_cast<float>(i);
-    f[2] = -static_cast<float>(i);
-    return i;
-  }
-  std::string describe() const override { return "numbers"; }
-  std::int64_t reads() const { return reads_.load(); }
-
- private:
-  std::int64_t n_, fail_at_;
-  mutable std::atomic<std::int64_t> reads_{0};
+// Labels that identify the sample (label i = i), inputs i, 2i, -i; counts reads; sample
+// `fail_at` fails.
+struct Numbers : datatest::NumberedDataset {
+  explicit Numbers(std::int64_t n, std::int64_t fail_at = -1) : NumberedDataset(n, {1, 2, -1}, fail_at) {}
 };
 
 // Every batch of an epoch: labels, with -1 between batches; inputs checked against labels.

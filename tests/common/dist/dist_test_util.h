@@ -11,6 +11,13 @@
 
 namespace mgpu::testing {
 
+/// quiet_options() with the debug mode `debug` (< 0: the library's default; 0 off; 1 on).
+inline dist::GroupOptions options_with_debug(int debug = -1) {
+  dist::GroupOptions o = quiet_options();
+  o.debug = debug;
+  return o;
+}
+
 /// A tensor of `dtype` on `device` holding `values` (rounded to the dtype).
 inline Tensor make_tensor(const std::vector<double>& values, DType dtype,
                           const Device& device = Device::cpu()) {

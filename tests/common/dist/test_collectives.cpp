@@ -35,10 +35,34 @@ std::vector<double> expected_reduce(dist::ReduceOp op, int world, std::int64_t n
   return out;
 }
 
+// Every rank's rank_values(r, n), in rank order: what all_gather gives.
+std::vector<double> gathered_values(int world, std::int64_t n) {
+  std::vector<double> out;
+  for (int r = 0; r < world; ++r) {
+    const std::vector<double> v = rank_values(r, n);
+    out.insert(out.end(), v.begin(), v.end());
+  }
+  return out;
+}
+
 // avg results are rounded to the dtype once: compare with that dtype's rounding of the
 // exact mean.
 std::vector<double> rounded(const std::vector<double>& v, DType t) {
   return values_of(make_tensor(v, t));
+}
+
+// f(t, n, root) for every dtype, size of kSizes and root, t holding this rank's rank_values.
+template <class F>
+void for_each_rooted_case(dist::ProcessGroup& pg, F&& f) {
+  for (DType dt : mgpu::testing::all_dtypes()) {
+    for (std::int64_t n : kSizes) {
+      for (int root = 0; root < pg.size(); ++root) {
+        CAPTURE(dtype_name(dt), n, root);
+        Tensor t = make_tensor(rank_values(pg.rank(), n), dt);
+        f(t, n, root);
+      }
+    }
+  }
 }
 
 }  // namespace
@@ -82,36 +106,24 @@ TEST_CASE("all_reduce works on a view and leaves the rest of the storage alone",
 
 TEST_CASE("broadcast copies the root's tensor to every rank", "[dist][broadcast]") {
   auto& pg = cpu_group();
-  for (DType dt : mgpu::testing::all_dtypes()) {
-    for (std::int64_t n : kSizes) {
-      for (int root = 0; root < pg.size(); ++root) {
-        CAPTURE(dtype_name(dt), n, root);
-        Tensor t = make_tensor(rank_values(pg.rank(), n), dt);
-        pg.broadcast(t, root).wait();
-        CHECK(values_of(t) == rank_values(root, n));
-      }
-    }
-  }
+  for_each_rooted_case(pg, [&](Tensor& t, std::int64_t n, int root) {
+    pg.broadcast(t, root).wait();
+    CHECK(values_of(t) == rank_values(root, n));
+  });
   Tensor t = make_tensor({1}, DType::f32);
   CHECK_THROWS_WITH(pg.broadcast(t, pg.size()), Catch::Contains("is not a rank of this group"));
 }
 
 TEST_CASE("reduce leaves the result on the root only", "[dist][reduce]") {
   auto& pg = cpu_group();
-  for (DType dt : mgpu::testing::all_dtypes()) {
-    for (std::int64_t n : kSizes) {
-      for (int root = 0; root < pg.size(); ++root) {
-        CAPTURE(dtype_name(dt), n, root);
-        Tensor t = make_tensor(rank_values(pg.rank(), n), dt);
-        pg.reduce(t, root, dist::ReduceOp::sum).wait();
-        if (pg.rank() == root) {
-          CHECK(values_of(t) == expected_reduce(dist::ReduceOp::sum, pg.size(), n));
-        } else {
-          CHECK(values_of(t) == rank_values(pg.rank(), n));
-        }
-      }
+  for_each_rooted_case(pg, [&](Tensor& t, std::int64_t n, int root) {
+    pg.reduce(t, root, dist::ReduceOp::sum).wait();
+    if (pg.rank() == root) {
+      CHECK(values_of(t) == expected_reduce(dist::ReduceOp::sum, pg.size(), n));
+    } else {
+      CHECK(values_of(t) == rank_values(pg.rank(), n));
     }
-  }
+  });
   Tensor t = make_tensor(rank_values(pg.rank(), 7), DType::f64);
   pg.reduce(t, 0, dist::ReduceOp::max).wait();
   if (pg.rank() == 0) CHECK(values_of(t) == expected_reduce(dist::ReduceOp::max, pg.size(), 7));
@@ -126,12 +138,7 @@ TEST_CASE("all_gather puts rank r's input at chunk r of every output", "[dist][a
       Tensor in = make_tensor(rank_values(pg.rank(), n), dt);
       Tensor out = make_tensor(std::vector<double>(static_cast<std::size_t>(n * p), -1.0), dt);
       pg.all_gather(out, in).wait();
-      std::vector<double> want;
-      for (int r = 0; r < p; ++r) {
-        auto v = rank_values(r, n);
-        want.insert(want.end(), v.begin(), v.end());
-      }
-      CHECK(values_of(out) == want);
+      CHECK(values_of(out) == gathered_values(p, n));
     }
   }
 }
@@ -145,12 +152,7 @@ TEST_CASE("all_gather in place: the input is the output's own chunk", "[dist][al
   auto v = rank_values(pg.rank(), n);
   for (std::int64_t i = 0; i < n; ++i) mine.data<std::int64_t>()[i] = static_cast<std::int64_t>(v[i]);
   pg.all_gather(out, mine).wait();
-  std::vector<double> want;
-  for (int r = 0; r < p; ++r) {
-    auto w = rank_values(r, n);
-    want.insert(want.end(), w.begin(), w.end());
-  }
-  CHECK(values_of(out) == want);
+  CHECK(values_of(out) == gathered_values(p, n));
 
   Tensor wrong = make_tensor(std::vector<double>(static_cast<std::size_t>(n * p + 1), 0.0), DType::i64);
   CHECK_THROWS_WITH(pg.all_gather(wrong, mine), Catch::Contains("must hold world size"));

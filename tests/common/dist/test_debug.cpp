@@ -5,12 +5,11 @@
 
 using namespace mgpu;
 using mgpu::testing::make_tensor;
+using mgpu::testing::options_with_debug;
 using mgpu::testing::values_of;
 
 TEST_CASE("debug mode names a shape mismatch on every rank and skips the op", "[dist][debug]") {
-  dist::GroupOptions o;
-  o.announce = false;
-  o.debug = 1;
+  const dist::GroupOptions o = options_with_debug(1);
   auto g = dist::new_group("mpi", Device::cpu(), o);
   Tensor same = make_tensor({1.0, 2.0}, DType::f32);
   g->all_reduce(same).wait();  // matching collectives pass the check
@@ -44,9 +43,7 @@ TEST_CASE("debug mode names collectives issued on two groups in different orders
   // backend would run both, but nccl runs a rank's collectives one after another on one
   // stream and would hang. The check compares, at each op, how many each rank had issued on
   // the other group before it.
-  dist::GroupOptions o;
-  o.announce = false;
-  o.debug = 1;
+  const dist::GroupOptions o = options_with_debug(1);
   auto a = dist::new_group("mpi", Device::cpu(), o);
   auto b = dist::new_group("mpi", Device::cpu(), o);
   if (a->size() < 2) return;
@@ -86,9 +83,7 @@ TEST_CASE("debug mode: collectives on a sub-group do not count against its non-m
           "[dist][debug][subgroup]") {
   // Ranks 0 and 1 all-reduce on their pair first, then everyone on the world group. Ranks
   // outside the pair issued nothing there, and that is no divergence.
-  dist::GroupOptions o;
-  o.announce = false;
-  o.debug = 1;
+  const dist::GroupOptions o = options_with_debug(1);
   auto world = dist::new_group("mpi", Device::cpu(), o);
   if (world->size() < 2) return;
   auto pair = dist::new_group({0, 1}, "mpi", Device::cpu(), o);

@@ -10,13 +10,9 @@
 using namespace mgpu;
 using mgpu::testing::values_of;
 
-namespace {
+using mgpu::testing::options_with_debug;
 
-dist::GroupOptions options_with_debug(int debug = -1) {
-  dist::GroupOptions o = testing::quiet_options();
-  o.debug = debug;
-  return o;
-}
+namespace {
 
 // A tensor holding `value` n times.
 Tensor filled(std::int64_t n, double value) {

@@ -69,15 +69,8 @@ TEST_CASE("safetensors writer: dtype order (largest first), then name; 0-d and e
   const io::TensorDict d = mgpu::testing::every_dtype_dict();
   const std::string bytes = io::serialize_safetensors(d, {{"note", "é \"q\" \n\x01"}});
   const std::string expected_json =
-      R"({"__metadata__":{"note":"é \"q\" \n\u0001"},)"
-      R"("f_i64":{"dtype":"I64","shape":[1],"data_offsets":[0,8]},)"
-      R"("e_f64":{"dtype":"F64","shape":[1],"data_offsets":[8,16]},)"
-      R"("g_f64":{"dtype":"F64","shape":[0,3],"data_offsets":[16,16]},)"
-      R"("d_f32":{"dtype":"F32","shape":[1],"data_offsets":[16,20]},)"
-      R"("h_f32":{"dtype":"F32","shape":[],"data_offsets":[20,24]},)"
-      R"("c_i32":{"dtype":"I32","shape":[1],"data_offsets":[24,28]},)"
-      R"("b_bf16":{"dtype":"BF16","shape":[2],"data_offsets":[28,32]},)"
-      R"("a_f16":{"dtype":"F16","shape":[2],"data_offsets":[32,36]}})";
+      R"({"__metadata__":{"note":"é \"q\" \n\u0001"},)" +
+      mgpu::testing::every_dtype_dict_entries();
   const std::uint64_t n = (expected_json.size() + 7) / 8 * 8;
   REQUIRE(bytes.size() == 8 + n + 36);
   CHECK(bytes.substr(0, 8) == le64(n));

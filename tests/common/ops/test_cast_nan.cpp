@@ -71,29 +71,19 @@ struct NanSource {
   std::vector<std::uint64_t> wide;  // each element widened as nan_bits.h says
 };
 
+// The NaNs of `bits` as a tensor of `dtype`, each also widened by `widen`.
+template <class Bits, class Widen>
+NanSource nan_source(DType dtype, const Bits& bits, Widen widen) {
+  NanSource s{dtype, from_bits(bits, dtype), {}};
+  for (auto b : bits) s.wide.push_back(widen(b));
+  return s;
+}
+
 std::vector<NanSource> nan_sources() {
-  std::vector<NanSource> out;
-  {
-    NanSource s{DType::f32, from_bits(kF32, DType::f32), {}};
-    for (auto b : kF32) s.wide.push_back(nb::nan_wide_from_f32(b));
-    out.push_back(s);
-  }
-  {
-    NanSource s{DType::f64, from_bits(kF64, DType::f64), {}};
-    for (auto b : kF64) s.wide.push_back(nb::nan_wide_from_f64(b));
-    out.push_back(s);
-  }
-  {
-    NanSource s{DType::f16, from_bits(kF16, DType::f16), {}};
-    for (auto b : kF16) s.wide.push_back(nb::nan_wide_from_f16(b));
-    out.push_back(s);
-  }
-  {
-    NanSource s{DType::bf16, from_bits(kBF16, DType::bf16), {}};
-    for (auto b : kBF16) s.wide.push_back(nb::nan_wide_from_bf16(b));
-    out.push_back(s);
-  }
-  return out;
+  return {nan_source(DType::f32, kF32, nb::nan_wide_from_f32),
+          nan_source(DType::f64, kF64, nb::nan_wide_from_f64),
+          nan_source(DType::f16, kF16, nb::nan_wide_from_f16),
+          nan_source(DType::bf16, kBF16, nb::nan_wide_from_bf16)};
 }
 
 const std::vector<DType> kAll = {DType::f32, DType::f64, DType::f16, DType::bf16, DType::i32, DType::i64};

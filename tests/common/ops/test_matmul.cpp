@@ -9,23 +9,12 @@ using namespace mgpu;
 using namespace opstest;
 
 TEST_CASE("matmul: all transpose combinations, every float dtype", "[ops][matmul]") {
-  for (DType t : float_dtypes())
-    for (const Gemm& g : gemm_sizes())
-      for (int combo = 0; combo < 4; ++combo) {
-        const bool ta = combo & 1, tb = combo & 2;
-        const Tensor a = random_tensor(ta ? Shape{g.k, g.m} : Shape{g.m, g.k}, t);
-        const Tensor b = random_tensor(tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, t);
-        std::vector<double> want, scale;
-        gemm_reference(a, b, ta, tb, g, want, scale);
-        const Tensor c = matmul(a, b, ta, tb);
-        CHECK(c.shape() == Shape{g.m, g.n});
-        CHECK(c.dtype() == t);
-        check_close(values(c), want, gemm_rtol(t, g.k), tiny(t),
-                    "matmul " + name(t) + " " + std::to_string(g.m) + "x" + std::to_string(g.n) +
-                        "x" + std::to_string(g.k) + " ta=" + std::to_string(ta) +
-                        " tb=" + std::to_string(tb),
-                    scale);
-      }
+  for_each_gemm_case([](const GemmCase& k) {
+    const Tensor c = matmul(k.a, k.b, k.ta, k.tb);
+    CHECK(c.shape() == Shape{k.g.m, k.g.n});
+    CHECK(c.dtype() == k.t);
+    check_close(values(c), k.want, gemm_rtol(k.t, k.g.k), tiny(k.t), k.what, k.scale);
+  });
 }
 
 TEST_CASE("matmul_out: alpha, beta, and beta = 0 ignores C", "[ops][matmul]") {

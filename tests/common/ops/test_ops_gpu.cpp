@@ -28,6 +28,18 @@ std::vector<double> abs_plus(const std::vector<double>& a, const std::vector<dou
   return s;
 }
 
+// sum and mean of x along axis (a: the same axis from the front) on CUDA against the CPU's;
+// scale holds the sums of |x|.
+void check_sum_mean_on_gpu(const Tensor& x, int axis, int a, std::vector<double> scale,
+                           const std::string& what) {
+  const DType t = x.dtype();
+  const Tensor gx = gpu(x);
+  check_close(values(sum(gx, axis)), values(sum(x, axis)), gpu_rtol(t), tiny(t), "sum " + what, scale);
+  for (double& e : scale) e /= static_cast<double>(x.shape()[a]);
+  check_close(values(mean(gx, axis)), values(mean(x, axis)), gpu_rtol(t), tiny(t), "mean " + what,
+              scale);
+}
+
 }  // namespace
 
 TEST_CASE("CUDA fill_ matches the CPU bit for bit", "[gpu][ops][fill]") {
@@ -156,22 +168,7 @@ TEST_CASE("CUDA sum and mean of a whole tensor match the CPU", "[gpu][ops][reduc
 }
 
 TEST_CASE("CUDA sum and mean along an axis match the CPU", "[gpu][ops][reduce]") {
-  const std::vector<Shape> shapes = {{0, 5}, {5, 0}, {1, 1}, {7, 13}, {3, 257, 5}, {2, 1, 3},
-                                     {1000, 3}, {4, 1 << 18}};
-  for (DType t : float_dtypes())
-    for (const Shape& s : shapes)
-      for (int axis = -static_cast<int>(s.size()); axis < static_cast<int>(s.size()); ++axis) {
-        const int a = axis < 0 ? axis + static_cast<int>(s.size()) : axis;
-        const Tensor x = random_tensor(s, t);
-        std::vector<double> ref, scale;
-        axis_reference(values(x), s, a, ref, scale);
-        const Tensor gx = gpu(x);
-        const std::string what = name(t) + shape_str(s) + " axis " + std::to_string(axis);
-        check_close(values(sum(gx, axis)), values(sum(x, axis)), gpu_rtol(t), tiny(t), "sum " + what, scale);
-        for (double& e : scale) e /= static_cast<double>(s[a]);
-        check_close(values(mean(gx, axis)), values(mean(x, axis)), gpu_rtol(t), tiny(t), "mean " + what,
-                    scale);
-      }
+  for_each_axis_case([](const AxisCase& c) { check_sum_mean_on_gpu(c.x, c.axis, c.a, c.scale, c.what); });
 }
 
 TEST_CASE("CUDA sums down tall columns (bias gradients) match the CPU", "[gpu][ops][reduce]") {
@@ -186,11 +183,7 @@ TEST_CASE("CUDA sums down tall columns (bias gradients) match the CPU", "[gpu][o
       const Tensor x = random_tensor(s, t);
       std::vector<double> ref, scale;
       axis_reference(values(x), s, a, ref, scale);
-      const Tensor gx = gpu(x);
-      const std::string what = name(t) + shape_str(s) + " axis " + std::to_string(a);
-      check_close(values(sum(gx, a)), values(sum(x, a)), gpu_rtol(t), tiny(t), "sum " + what, scale);
-      for (double& e : scale) e /= static_cast<double>(s[a]);
-      check_close(values(mean(gx, a)), values(mean(x, a)), gpu_rtol(t), tiny(t), "mean " + what, scale);
+      check_sum_mean_on_gpu(x, a, a, scale, name(t) + shape_str(s) + " axis " + std::to_string(a));
     }
 }
 
@@ -212,59 +205,47 @@ TEST_CASE("CUDA max_last and argmax_last match the CPU exactly", "[gpu][ops][red
 }
 
 TEST_CASE("CUDA matmul matches the CPU for all transpose combinations", "[gpu][ops][matmul]") {
-  for (DType t : float_dtypes())
-    for (const Gemm& g : gemm_sizes())
-      for (int combo = 0; combo < 4; ++combo) {
-        const bool ta = combo & 1, tb = combo & 2;
-        const Tensor a = random_tensor(ta ? Shape{g.k, g.m} : Shape{g.m, g.k}, t);
-        const Tensor b = random_tensor(tb ? Shape{g.n, g.k} : Shape{g.k, g.n}, t);
-        std::vector<double> ref, scale;
-        gemm_reference(a, b, ta, tb, g, ref, scale);
-        const std::string what = "matmul " + name(t) + " " + std::to_string(g.m) + "x" +
-                                 std::to_string(g.n) + "x" + std::to_string(g.k) +
-                                 " ta=" + std::to_string(ta) + " tb=" + std::to_string(tb);
-        // Both results are within gemm_rtol of the exact product, so of each other twice that.
-        const double rtol = 2 * gemm_rtol(t, g.k) + gpu_rtol(t);
-        check_close(values(matmul(gpu(a), gpu(b), ta, tb)), values(matmul(a, b, ta, tb)), rtol, tiny(t),
-                    what, scale);
-        // Accumulating form: C = 0.5 op(A) op(B) + 2 C.
-        const Tensor c0 = random_tensor({g.m, g.n}, t);
-        Tensor c = c0.clone(), gc = gpu(c0);
-        matmul_out(c, a, b, ta, tb, 0.5, 2.0);
-        matmul_out(gc, gpu(a), gpu(b), ta, tb, 0.5, 2.0);
-        std::vector<double> scale2 = values(c0);
-        for (std::size_t i = 0; i < scale2.size(); ++i) scale2[i] = 0.5 * scale[i] + 2 * std::fabs(scale2[i]);
-        check_close(values(gc), values(c), rtol, 0, what + " beta=2", scale2);
-      }
+  for_each_gemm_case([](const GemmCase& k) {
+    const Tensor &a = k.a, &b = k.b;
+    const DType t = k.t;
+    const bool ta = k.ta, tb = k.tb;
+    // Both results are within gemm_rtol of the exact product, so of each other twice that.
+    const double rtol = 2 * gemm_rtol(t, k.g.k) + gpu_rtol(t);
+    check_close(values(matmul(gpu(a), gpu(b), ta, tb)), values(matmul(a, b, ta, tb)), rtol, tiny(t),
+                k.what, k.scale);
+    // Accumulating form: C = 0.5 op(A) op(B) + 2 C.
+    const Tensor c0 = random_tensor({k.g.m, k.g.n}, t);
+    Tensor c = c0.clone(), gc = gpu(c0);
+    matmul_out(c, a, b, ta, tb, 0.5, 2.0);
+    matmul_out(gc, gpu(a), gpu(b), ta, tb, 0.5, 2.0);
+    std::vector<double> scale2 = values(c0);
+    for (std::size_t i = 0; i < scale2.size(); ++i) scale2[i] = 0.5 * k.scale[i] + 2 * std::fabs(scale2[i]);
+    check_close(values(gc), values(c), rtol, 0, k.what + " beta=2", scale2);
+  });
 }
 
 TEST_CASE("CUDA softmax cross-entropy matches the CPU", "[gpu][ops][loss]") {
-  for (DType t : float_dtypes())
-    for (DType label_t : {DType::i32, DType::i64})
-      for (const XentShape& s : xent_shapes()) {
-        const Tensor logits = random_tensor({s.rows, s.classes}, t, -8.0, 8.0);
-        const Tensor labels = random_labels(s.rows, s.classes, label_t);
-        const std::string what = name(t) + "[" + std::to_string(s.rows) + ", " +
-                                 std::to_string(s.classes) + "] labels " + name(label_t);
-        Tensor probs, gprobs;
-        const double loss = softmax_cross_entropy(logits, labels, &probs).item();
-        const Tensor glabels = gpu(labels);
-        const Tensor gloss = softmax_cross_entropy(gpu(logits), glabels, &gprobs);
-        CHECK(gloss.dtype() == acc_of(t));
-        CHECK(gprobs.device() == kGpu);
-        INFO(what << ": CPU loss " << loss << ", CUDA loss " << gloss.item());
-        if (s.rows == 0) {
-          CHECK(std::isnan(gloss.item()));
-        } else {
-          CHECK(std::fabs(gloss.item() - loss) <= 4 * gpu_rtol(acc_of(t)) * (1 + std::fabs(loss)));
-        }
-        check_close(values(gprobs), values(probs), gpu_rtol(t), tiny(t), "probs " + what);
-        const Tensor grad = softmax_cross_entropy_backward(probs, labels, 2.5);
-        const Tensor ggrad = softmax_cross_entropy_backward(gprobs, glabels, 2.5);
-        std::vector<double> scale = values(probs);
-        for (double& e : scale) e = (std::fabs(e) + 1) * 2.5 / std::max<std::int64_t>(1, s.rows);
-        check_close(values(ggrad), values(grad), gpu_rtol(t), tiny(t), "backward " + what, scale);
-      }
+  for_each_xent_case([](const XentCase& c) {
+    const DType t = c.t;
+    Tensor probs, gprobs;
+    const double loss = softmax_cross_entropy(c.logits, c.labels, &probs).item();
+    const Tensor glabels = gpu(c.labels);
+    const Tensor gloss = softmax_cross_entropy(gpu(c.logits), glabels, &gprobs);
+    CHECK(gloss.dtype() == acc_of(t));
+    CHECK(gprobs.device() == kGpu);
+    INFO(c.what << ": CPU loss " << loss << ", CUDA loss " << gloss.item());
+    if (c.s.rows == 0) {
+      CHECK(std::isnan(gloss.item()));
+    } else {
+      CHECK(std::fabs(gloss.item() - loss) <= 4 * gpu_rtol(acc_of(t)) * (1 + std::fabs(loss)));
+    }
+    check_close(values(gprobs), values(probs), gpu_rtol(t), tiny(t), "probs " + c.what);
+    const Tensor grad = softmax_cross_entropy_backward(probs, c.labels, 2.5);
+    const Tensor ggrad = softmax_cross_entropy_backward(gprobs, glabels, 2.5);
+    std::vector<double> scale = values(probs);
+    for (double& e : scale) e = (std::fabs(e) + 1) * 2.5 / std::max<std::int64_t>(1, c.s.rows);
+    check_close(values(ggrad), values(grad), gpu_rtol(t), tiny(t), "backward " + c.what, scale);
+  });
   // Huge logits: still finite on the GPU.
   const Tensor huge = Tensor::from_vector(std::vector<float>{1000, 1001, 999, -1000, -1001, -999}, {2, 3});
   const Tensor lab = Tensor::from_vector(std::vector<std::int32_t>{0, 2}, {2});

@@ -39,32 +39,23 @@ TEST_CASE("sum and mean of a whole tensor", "[ops][reduce]") {
 }
 
 TEST_CASE("sum and mean along an axis", "[ops][reduce]") {
-  const std::vector<Shape> shapes = {{0, 5}, {5, 0}, {1, 1}, {7, 13}, {3, 257, 5}, {2, 1, 3},
-                                     {1000, 3}, {4, 1 << 18}};
-  for (DType t : float_dtypes())
-    for (const Shape& s : shapes)
-      for (int axis = -static_cast<int>(s.size()); axis < static_cast<int>(s.size()); ++axis) {
-        const int a = axis < 0 ? axis + static_cast<int>(s.size()) : axis;
-        const Tensor x = random_tensor(s, t);
-        std::vector<double> want, scale;
-        axis_reference(values(x), s, a, want, scale);
-        Shape out_shape = s;
-        out_shape.erase(out_shape.begin() + a);
-        const Tensor got = sum(x, axis);
-        CHECK(got.shape() == out_shape);
-        CHECK(got.dtype() == t);
-        const std::string what = name(t) + shape_str(s) + " axis " + std::to_string(axis);
-        // One rounding to the output dtype, plus accumulation error (f32 or better).
-        const double uacc = unit_roundoff(t == DType::f64 ? DType::f64 : DType::f32);
-        check_close(values(got), want, unit_roundoff(t) + 4 * uacc, tiny(t), "sum " + what, scale);
-        const double n = static_cast<double>(s[a]);
-        for (std::size_t i = 0; i < want.size(); ++i) {
-          want[i] /= n;  // 0/0 = NaN for an empty axis
-          scale[i] /= n;
-        }
-        check_close(values(mean(x, axis)), want, unit_roundoff(t) + 4 * uacc, tiny(t), "mean " + what,
-                    scale);
-      }
+  for_each_axis_case([](AxisCase& c) {
+    Shape out_shape = c.s;
+    out_shape.erase(out_shape.begin() + c.a);
+    const Tensor got = sum(c.x, c.axis);
+    CHECK(got.shape() == out_shape);
+    CHECK(got.dtype() == c.t);
+    // One rounding to the output dtype, plus accumulation error (f32 or better).
+    const double uacc = unit_roundoff(c.t == DType::f64 ? DType::f64 : DType::f32);
+    check_close(values(got), c.want, unit_roundoff(c.t) + 4 * uacc, tiny(c.t), "sum " + c.what, c.scale);
+    const double n = static_cast<double>(c.s[c.a]);
+    for (std::size_t i = 0; i < c.want.size(); ++i) {
+      c.want[i] /= n;  // 0/0 = NaN for an empty axis
+      c.scale[i] /= n;
+    }
+    check_close(values(mean(c.x, c.axis)), c.want, unit_roundoff(c.t) + 4 * uacc, tiny(c.t),
+                "mean " + c.what, c.scale);
+  });
   Tensor x = Tensor::zeros({2, 3});
   CHECK_THROWS_WITH(sum(x, 2), Catch::Contains("sum") && Catch::Contains("axis 2") &&
                                    Catch::Contains("[2, 3]"));

@@ -8,36 +8,30 @@ using namespace mgpu;
 using namespace opstest;
 
 TEST_CASE("softmax_cross_entropy matches an f64 reference", "[ops][loss]") {
-  for (DType t : float_dtypes())
-    for (DType label_t : {DType::i32, DType::i64})
-      for (const XentShape& s : xent_shapes()) {
-        const Tensor logits = random_tensor({s.rows, s.classes}, t, -8.0, 8.0);
-        const Tensor labels = random_labels(s.rows, s.classes, label_t);
-        std::vector<double> want_probs;
-        const double want = xent_reference(values(logits), values(labels), s.rows, s.classes,
-                                           want_probs);
-        Tensor probs;
-        const Tensor loss = softmax_cross_entropy(logits, labels, &probs);
-        const DType acc = t == DType::f64 ? DType::f64 : DType::f32;
-        const std::string what = name(t) + "[" + std::to_string(s.rows) + ", " +
-                                 std::to_string(s.classes) + "] labels " + name(label_t);
-        CHECK(loss.shape() == Shape{});
-        CHECK(loss.dtype() == acc);
-        CHECK(probs.dtype() == t);
-        CHECK(probs.shape() == logits.shape());
-        // exp/log in the accumulation type over <= 1000 classes: a few hundred roundings.
-        const double tol = 64 * unit_roundoff(acc) * (1 + std::fabs(want));
-        if (s.rows == 0) {
-          CHECK(std::isnan(loss.item()));
-        } else {
-          INFO(what << ": loss " << loss.item() << " want " << want);
-          CHECK(std::fabs(loss.item() - want) <= tol);
-        }
-        check_close(values(probs), want_probs, unit_roundoff(t) + 64 * unit_roundoff(acc), tiny(t),
-                    "probs " + what);
-        // Without probs the loss is the same.
-        check_equal(values(softmax_cross_entropy(logits, labels)), values(loss), "no probs " + what);
-      }
+  for_each_xent_case([](const XentCase& c) {
+    std::vector<double> want_probs;
+    const double want = xent_reference(values(c.logits), values(c.labels), c.s.rows, c.s.classes,
+                                       want_probs);
+    Tensor probs;
+    const Tensor loss = softmax_cross_entropy(c.logits, c.labels, &probs);
+    const DType acc = c.t == DType::f64 ? DType::f64 : DType::f32;
+    CHECK(loss.shape() == Shape{});
+    CHECK(loss.dtype() == acc);
+    CHECK(probs.dtype() == c.t);
+    CHECK(probs.shape() == c.logits.shape());
+    // exp/log in the accumulation type over <= 1000 classes: a few hundred roundings.
+    const double tol = 64 * unit_roundoff(acc) * (1 + std::fabs(want));
+    if (c.s.rows == 0) {
+      CHECK(std::isnan(loss.item()));
+    } else {
+      INFO(c.what << ": loss " << loss.item() << " want " << want);
+      CHECK(std::fabs(loss.item() - want) <= tol);
+    }
+    check_close(values(probs), want_probs, unit_roundoff(c.t) + 64 * unit_roundoff(acc), tiny(c.t),
+                "probs " + c.what);
+    // Without probs the loss is the same.
+    check_equal(values(softmax_cross_entropy(c.logits, c.labels)), values(loss), "no probs " + c.what);
+  });
 }
 
 TEST_CASE("softmax_cross_entropy is stable for huge logits", "[ops][loss]") {

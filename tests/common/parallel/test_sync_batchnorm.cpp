@@ -195,12 +195,7 @@ TEST_CASE("a clone is an independent SyncBatchNorm with the same group", "[paral
 
 TEST_CASE("gpu: SyncBatchNorm on CUDA (mpi backend) matches the CPU", "[parallel][syncbn][gpu]") {
   const Device gpu = dist::rank_device(Device::Kind::cuda);
-  static std::shared_ptr<dist::ProcessGroup> gpu_group = [&] {
-    dist::GroupOptions o;
-    o.announce = false;
-    o.timeout_s = 60;
-    return dist::new_group("mpi", gpu, o);
-  }();
+  dist::ProcessGroup& gpu_group = mgpu::testing::rank_gpu_group();
   const Split split = split_with_empty_rank();
   for (DType dtype : {DType::f32, DType::f64}) {
     CAPTURE(mgpu::dtype_name(dtype));
@@ -219,7 +214,7 @@ TEST_CASE("gpu: SyncBatchNorm on CUDA (mpi backend) matches the CPU", "[parallel
       return out;
     };
     const auto cpu = run(Device::cpu(), group());
-    const auto cuda = run(gpu, *gpu_group);
+    const auto cuda = run(gpu, gpu_group);
     const double tol = dtype == DType::f64 ? 1e-10 : 2e-5;
     for (std::size_t i = 0; i < cpu.size(); ++i) {
       CAPTURE(i);
