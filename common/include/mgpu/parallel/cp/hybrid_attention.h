@@ -43,7 +43,8 @@ namespace mgpu::parallel::cp {
 struct HybridGroups {
   std::shared_ptr<dist::ProcessGroup> ulysses;  ///< CP ranks g·U .. g·U+U-1
   std::shared_ptr<dist::ProcessGroup> ring;     ///< CP ranks j, U+j, 2U+j, ...
-  int U = 1, R = 1;
+  int U = 1;  ///< ranks of a Ulysses group (heads split U ways)
+  int R = 1;  ///< ranks of a ring group (the Ulysses groups a ring connects)
 };
 
 /// The Ulysses size used when none is asked for: the largest U below P that divides both
@@ -63,7 +64,9 @@ HybridGroups new_hybrid_groups(const std::vector<std::vector<int>>& cp_groups, i
 /// What a hybrid forward keeps for its backward, and its output.
 struct HybridForward {
   Tensor out;         ///< [B·H, T/P, D], sequence-sharded, the inputs' dtype and device
-  Tensor q, k, v;     ///< [B·H/U, T/R, D], this ring rank's rows in ascending position order
+  Tensor q;           ///< [B·H/U, T/R, D], this ring rank's rows in ascending position order
+  Tensor k;           ///< the keys, as q
+  Tensor v;           ///< the values, as q
   CpForward ring;     ///< the ring's result (its output dropped)
   std::int64_t work = 0;  ///< score entries this rank computed
 };
