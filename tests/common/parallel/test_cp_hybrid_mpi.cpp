@@ -9,7 +9,9 @@
 #include "../../14_context_parallel/cp_test_util.h"
 #include "mgpu/parallel/cp/hybrid_attention.h"
 
-using namespace cp_test;
+// Inside cp_test (not `using namespace`): in a unity build this file shares a translation
+// unit with test_tp_block_mpi.cpp, whose own kT, kTol, ... would make those names ambiguous.
+namespace cp_test {
 
 namespace {
 
@@ -165,3 +167,5 @@ TEST_CASE("cp hybrid: H that U does not divide is refused with Ulysses' one erro
   CHECK(g.ring->sent.empty());
   CHECK(all_ranks(true));
 }
+
+}  // namespace cp_test
