@@ -152,6 +152,40 @@ inline std::tuple<Tensor, Tensor, Tensor, Tensor> whole_inputs(std::int64_t T = 
           random_tensor({kBH, T, kD}, 13), random_tensor({kBH, T, kD}, 14)};
 }
 
+/// What one CP rank holds of a whole sequence, and full attention's result to hold it to.
+struct RankCase {
+  Tensor whole_q;                 ///< the whole sequence's queries
+  Full full;                      ///< full attention over the whole sequence
+  Tensor q, k, v, dy;             ///< this rank's rows of the whole inputs
+  std::vector<std::int64_t> pos;  ///< their positions
+};
+
+/// Rank r of P's case under `split`, from the whole inputs (whole_inputs(), ...).
+inline RankCase rank_case_of(const std::tuple<Tensor, Tensor, Tensor, Tensor>& whole, bool causal,
+                             cp::Split split, int P, int r) {
+  const auto& [q, k, v, dy] = whole;
+  RankCase c;
+  c.whole_q = q;
+  c.full = full_attention(q, k, v, dy, causal);
+  c.pos = expected_positions(q.size(1), P, r, split);
+  c.q = take_rows(q, c.pos);
+  c.k = take_rows(k, c.pos);
+  c.v = take_rows(v, c.pos);
+  c.dy = take_rows(dy, c.pos);
+  return c;
+}
+
+/// Exactly n all-to-alls on `log`, each writing `bytes`, and nothing else: no other
+/// collective, no send.
+inline void check_all_to_alls(const SendLog& log, std::size_t n, std::size_t bytes) {
+  CHECK(log.collective_log.size() == n);
+  for (const auto& [op, written] : log.collective_log) {
+    CHECK(op == "all_to_all");
+    CHECK(written == bytes);
+  }
+  CHECK(log.sent.empty());
+}
+
 // ---- Ulysses (task 5) ---------------------------------------------------------------------------
 
 /// Ulysses' shapes: B = 2 sequences of H = 12 heads (P = 2, 3, 4 divide it), T = 24, D = 4;

@@ -15,22 +15,8 @@ namespace {
 constexpr double kNegInf = -std::numeric_limits<double>::infinity();
 
 // The whole sequence's result, and this rank's part of it.
-struct RankCase {
-  Full full;
-  Tensor q, k, v, dy;                ///< this rank's rows
-  std::vector<std::int64_t> pos;     ///< their positions
-};
-
 RankCase rank_case(bool causal, cp::Split split, int P, int r) {
-  auto [q, k, v, dy] = whole_inputs();
-  RankCase c;
-  c.full = full_attention(q, k, v, dy, causal);
-  c.pos = expected_positions(kT, P, r, split);
-  c.q = take_rows(q, c.pos);
-  c.k = take_rows(k, c.pos);
-  c.v = take_rows(v, c.pos);
-  c.dy = take_rows(dy, c.pos);
-  return c;
+  return rank_case_of(whole_inputs(), causal, split, P, r);
 }
 
 // A rank's output and gradients against full attention's rows.

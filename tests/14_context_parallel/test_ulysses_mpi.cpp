@@ -11,34 +11,8 @@ namespace {
 const cp::Split kUlyssesSplits[] = {cp::Split::plain, cp::Split::zigzag};
 
 // The whole sequence's result, and this rank's positions of it (every head).
-struct UlyssesCase {
-  Tensor whole_q;                  ///< [B·H, T, D]
-  Full full;
-  Tensor q, k, v, dy;              ///< this rank's rows [B·H, T/P, D]
-  std::vector<std::int64_t> pos;   ///< their positions
-};
-
-UlyssesCase ulysses_case(bool causal, cp::Split split, int P, int r) {
-  auto [q, k, v, dy] = ulysses_whole_inputs();
-  UlyssesCase c;
-  c.whole_q = q;
-  c.full = full_attention(q, k, v, dy, causal);
-  c.pos = expected_positions(kT, P, r, split);
-  c.q = take_rows(q, c.pos);
-  c.k = take_rows(k, c.pos);
-  c.v = take_rows(v, c.pos);
-  c.dy = take_rows(dy, c.pos);
-  return c;
-}
-
-// Exactly n all-to-alls, each writing `bytes`, and nothing else: no other collective, no send.
-void check_all_to_alls(const SendLog& log, std::size_t n, std::size_t bytes) {
-  CHECK(log.collective_log.size() == n);
-  for (const auto& [op, written] : log.collective_log) {
-    CHECK(op == "all_to_all");
-    CHECK(written == bytes);
-  }
-  CHECK(log.sent.empty());
+RankCase ulysses_case(bool causal, cp::Split split, int P, int r) {
+  return rank_case_of(ulysses_whole_inputs(), causal, split, P, r);
 }
 
 // `t` has shape `shape` (checked first: an unfinished function returns nothing to compare).
@@ -56,7 +30,7 @@ TEST_CASE("task5: sequence_to_heads gives rank r heads r·H/P.. of the whole seq
     INFO(cp::split_name(split));
     SendLog log(group());
     const int P = log.size(), r = log.rank();
-    const UlyssesCase c = ulysses_case(false, split, P, r);
+    const RankCase c = ulysses_case(false, split, P, r);
     const Tensor h = cp::sequence_to_heads(c.q, kUH, log);
     require_shape(h, {kUB * kUH / P, kT, kD});
     CHECK(max_abs_diff(h, expected_head_rows(c.whole_q, kUB, kUH, P, r, split)) == 0.0);
@@ -77,7 +51,7 @@ TEST_CASE("task5: Ulysses' output equals full attention's rows at 1e-12, causal 
       INFO("causal " << causal << ", " << cp::split_name(split));
       SendLog log(group());
       const int P = log.size(), r = log.rank();
-      const UlyssesCase c = ulysses_case(causal, split, P, r);
+      const RankCase c = ulysses_case(causal, split, P, r);
       const cp::UlyssesForward f = cp::ulysses_attention_forward(c.q, c.k, c.v, kUH, split, causal, log);
       require_shape(f.out, c.q.shape());
       CHECK(max_rel_diff(f.out, take_rows(c.full.y, c.pos)) < kTol);
@@ -100,7 +74,7 @@ TEST_CASE("task5: Ulysses' dq, dk, dv equal full attention's rows at 1e-12, caus
   for (bool causal : {false, true})
     for (cp::Split split : kUlyssesSplits) {
       INFO("causal " << causal << ", " << cp::split_name(split));
-      const UlyssesCase c = ulysses_case(causal, split, g.size(), g.rank());
+      const RankCase c = ulysses_case(causal, split, g.size(), g.rank());
       const cp::UlyssesForward f = cp::ulysses_attention_forward(c.q, c.k, c.v, kUH, split, causal, g);
       SendLog log(g);
       const nn::AttentionGrads grads = cp::ulysses_attention_backward(c.dy, f, kUH, split, causal, log);

@@ -16,22 +16,8 @@ namespace cp_test {
 namespace {
 
 // This rank's rows of the whole sequence's inputs and of full attention's result.
-struct HybridCase {
-  Full full;
-  Tensor q, k, v, dy;             ///< [B·H, T/P, D]
-  std::vector<std::int64_t> pos;  ///< their positions
-};
-
-HybridCase hybrid_case(bool causal, cp::Split split, int P, int r) {
-  auto [q, k, v, dy] = ulysses_whole_inputs();
-  HybridCase c;
-  c.full = full_attention(q, k, v, dy, causal);
-  c.pos = expected_positions(kT, P, r, split);
-  c.q = take_rows(q, c.pos);
-  c.k = take_rows(k, c.pos);
-  c.v = take_rows(v, c.pos);
-  c.dy = take_rows(dy, c.pos);
-  return c;
+RankCase hybrid_case(bool causal, cp::Split split, int P, int r) {
+  return rank_case_of(ulysses_whole_inputs(), causal, split, P, r);
 }
 
 // The hybrid's groups with a log around each.
@@ -57,16 +43,6 @@ std::vector<int> divisors(int P) {
   for (int U = 1; U <= P; ++U)
     if (P % U == 0) out.push_back(U);
   return out;
-}
-
-// n all-to-alls of `bytes` each over the Ulysses group, nothing else there.
-void check_all_to_alls(const SendLog& log, std::size_t n, std::size_t bytes) {
-  CHECK(log.collective_log.size() == n);
-  for (const auto& [op, written] : log.collective_log) {
-    CHECK(op == "all_to_all");
-    CHECK(written == bytes);
-  }
-  CHECK(log.sent.empty());
 }
 
 }  // namespace
@@ -108,7 +84,7 @@ TEST_CASE("cp hybrid: forward and backward equal full attention's rows at 1e-12,
         INFO("U " << U << ", causal " << causal << ", " << cp::split_name(split));
         const int R = P / U;
         LoggedGroups g = logged_groups(U);
-        const HybridCase c = hybrid_case(causal, split, P, r);
+        const RankCase c = hybrid_case(causal, split, P, r);
         const cp::HybridForward f =
             cp::hybrid_attention_forward(c.q, c.k, c.v, kUH, split, causal, g.logged);
         REQUIRE(f.out.shape() == c.q.shape());
@@ -140,7 +116,7 @@ TEST_CASE("cp hybrid: U = P is Ulysses and U = 1 is the ring (the same results a
   for (bool causal : {false, true})
     for (cp::Split split : {cp::Split::plain, cp::Split::zigzag}) {
       INFO("causal " << causal << ", " << cp::split_name(split));
-      const HybridCase c = hybrid_case(causal, split, P, r);
+      const RankCase c = hybrid_case(causal, split, P, r);
       const LoggedGroups all = logged_groups(P), none = logged_groups(1);
       const cp::HybridForward h_u = cp::hybrid_attention_forward(c.q, c.k, c.v, kUH, split, causal, all.real);
       const cp::UlyssesForward u = cp::ulysses_attention_forward(c.q, c.k, c.v, kUH, split, causal, world);
