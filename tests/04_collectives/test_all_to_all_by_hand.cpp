@@ -5,13 +5,13 @@
 #include <catch2/catch.hpp>
 
 #include <cmath>
-#include <cstring>
 #include <functional>
 #include <mutex>
 #include <string>
 #include <vector>
 
 #include "collectives_test_util.h"
+#include "error_measures.h"
 #include "grade_record.h"
 #include "mgpu/dist/all_to_all.h"
 
@@ -19,6 +19,7 @@ using namespace mgpu;
 using namespace mgpu::dist;
 using mgpu::testing::CountingGroup;
 using mgpu::testing::lesson_group;
+using mgpu::testing::same_bits;
 
 namespace {
 
@@ -64,11 +65,6 @@ Case make_case(int p, int r, const Split& rows, const Shape& row_shape, DType dt
   if (with_splits)
     for (int q = 0; q < p; ++q) c.input_splits.push_back(rows(r, q)), c.output_splits.push_back(rows(q, r));
   return c;
-}
-
-bool same_bytes(const Tensor& a, const Tensor& b) {
-  return a.shape() == b.shape() && a.dtype() == b.dtype() &&
-         std::memcmp(a.raw_data(), b.raw_data(), a.nbytes()) == 0;
 }
 
 // How many rows of `got` differ from `want` (for a readable failure).
@@ -133,7 +129,7 @@ TEST_CASE("pairwise_all_to_all: equal pieces, every element where it belongs", "
         Case c = make_case(p, r, [m](int, int) { return m; }, row, dt, false);
         pairwise_all_to_all(pg, c.output, c.input);
         CHECK(wrong_elements(c.output, c.expected) == 0);
-        CHECK(same_bytes(c.output, c.expected));
+        CHECK(same_bits(c.output, c.expected));
       }
     }
   }
@@ -149,7 +145,7 @@ TEST_CASE("pairwise_all_to_all: split sizes, empty pieces included", "[04_collec
       CAPTURE(c.input_splits, c.output_splits);
       pairwise_all_to_all(pg, c.output, c.input, c.output_splits, c.input_splits);
       CHECK(wrong_elements(c.output, c.expected) == 0);
-      CHECK(same_bytes(c.output, c.expected));
+      CHECK(same_bits(c.output, c.expected));
       mgpu::testing::record(std::string(dtype_name(dt)) + " " + name, c.output, 0.0);
     }
   }
@@ -163,7 +159,7 @@ TEST_CASE("pairwise_all_to_all: round k sends to r+k and receives from r-k, one 
   const Split rows = [p](int s, int d) { return std::int64_t(d == (s + 1) % p ? 0 : 1 + (s + d) % 3); };
   Case c = make_case(p, r, rows, {2}, DType::i64, true);
   pairwise_all_to_all(pg, c.output, c.input, c.output_splits, c.input_splits);
-  CHECK(same_bytes(c.output, c.expected));
+  CHECK(same_bits(c.output, c.expected));
   // Round k = 1 .. p-1; the own piece is a copy, never a message to itself.
   std::vector<int> to, from;
   std::vector<std::int64_t> sent, received;
@@ -198,7 +194,7 @@ TEST_CASE("pairwise_all_to_all matches the library's all_to_all", "[04_collectiv
     CAPTURE(p, r, dtype_name(dt), in_splits, out_splits);
     pairwise_all_to_all(pg, mine, input, out_splits, in_splits);
     lib.all_to_all(ref, input, out_splits, in_splits).wait();
-    CHECK(same_bytes(mine, ref));
+    CHECK(same_bits(mine, ref));
     mgpu::testing::record(std::string(dtype_name(dt)), mine, 0.0);
   }
 }
@@ -280,18 +276,15 @@ TEST_CASE("pairwise_all_to_all refuses bad input with the library's message, bef
 
 TEST_CASE("pairwise all-to-all on CUDA tensors matches the CPU", "[04_collectives][gpu]") {
   // The mpi backend stages CUDA tensors through pinned memory; the own piece is a GPU copy.
-  dist::GroupOptions o;
-  o.announce = false;
   const Device dev = dist::rank_device(Device::Kind::cuda);
-  auto gpu_pg = dist::new_group("mpi", dev, o);
-  CountingGroup pg(*gpu_pg);
+  CountingGroup pg(mgpu::testing::rank_gpu_group());
   const int p = pg.size(), r = pg.rank();
   for (const auto& [name, rows] : unequal_patterns(p)) {
     CAPTURE(p, r, name);
     Case c = make_case(p, r, rows, {3}, DType::f32, true);
     Tensor output = c.output.to(dev);
     pairwise_all_to_all(pg, output, c.input.to(dev), c.output_splits, c.input_splits);
-    CHECK(same_bytes(output.to(Device::cpu()), c.expected));
+    CHECK(same_bits(output.to(Device::cpu()), c.expected));
   }
 }
 

@@ -159,11 +159,8 @@ TEST_CASE("the ring uses send and recv only, never a collective", "[04_collectiv
 
 TEST_CASE("ring all-reduce on CUDA tensors matches the CPU", "[04_collectives][gpu]") {
   // The mpi backend stages CUDA tensors through pinned memory; the adds run on the GPU.
-  dist::GroupOptions o;
-  o.announce = false;
   const Device dev = dist::rank_device(Device::Kind::cuda);
-  auto gpu_pg = dist::new_group("mpi", dev, o);
-  CountingGroup pg(*gpu_pg);
+  CountingGroup pg(mgpu::testing::rank_gpu_group());
   const int p = pg.size(), r = pg.rank();
   const std::int64_t n = 10 * p + 3;
   Tensor data = rank_tensor(r, n, DType::f32).to(dev);

@@ -11,9 +11,7 @@ namespace {
 
 void check_on_gpu(bool backward) {
   const Device gpu = dist::rank_device(Device::Kind::cuda);
-  static std::shared_ptr<dist::ProcessGroup> gpu_group =
-      dist::new_group("mpi", gpu, quiet_options(test_timeout_s()));
-  dist::ProcessGroup& g = *gpu_group;
+  dist::ProcessGroup& g = rank_gpu_group();
   const int P = g.size(), r = g.rank();
   auto [q, k, v, dy] = whole_inputs();
   for (bool causal : {false, true})
@@ -47,9 +45,7 @@ void check_on_gpu(bool backward) {
 // 4 all-to-alls each way.
 void check_ulysses_on_gpu() {
   const Device gpu = dist::rank_device(Device::Kind::cuda);
-  static std::shared_ptr<dist::ProcessGroup> gpu_group =
-      dist::new_group("mpi", gpu, quiet_options(test_timeout_s()));
-  dist::ProcessGroup& g = *gpu_group;
+  dist::ProcessGroup& g = rank_gpu_group();
   const int P = g.size(), r = g.rank();
   auto [q, k, v, dy] = ulysses_whole_inputs();
   for (bool causal : {false, true})

@@ -47,10 +47,11 @@ inline dist::ProcessGroup& cpu_group() {
 }
 
 /// The world on this rank's CUDA device (dist::rank_device; ranks may share a GPU) over the
-/// mpi backend, quiet, with a 60 s timeout; created on first use, on every rank.
+/// mpi backend, quiet, with group()'s timeout (test_timeout_s()); created on first use, on
+/// every rank.
 inline dist::ProcessGroup& rank_gpu_group() {
-  static std::shared_ptr<dist::ProcessGroup> g =
-      dist::new_group("mpi", dist::rank_device(Device::Kind::cuda), quiet_options(60));
+  static std::shared_ptr<dist::ProcessGroup> g = dist::new_group(
+      "mpi", dist::rank_device(Device::Kind::cuda), quiet_options(test_timeout_s()));
   return *g;
 }
 
