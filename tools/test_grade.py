@@ -136,6 +136,27 @@ class TaskBinaryTest(unittest.TestCase):
             self.assertEqual(b.owner_of("libsolutions_10_sharding.a.p/y.cpp.o"),
                              ("solutions", "10_sharding"))
 
+    def test_the_targets_read_before_configuring_are_read_again_after(self):
+        # A fresh clone: the grader asks for the targets (none yet), configures, and must
+        # then find the lesson's alias, or ninja would build the whole course.
+        with tempfile.TemporaryDirectory() as root:
+            b = building.BuildDir(root, os.path.join(root, "build"))
+            self.assertEqual(b.lesson_target("lessons", "15_3d_parallel"), None)
+
+            def fake_setup(argv, timeout, cwd=None, **kw):
+                os.makedirs(os.path.join(b.path, "meson-info"))
+                with open(os.path.join(b.path, "meson-info", "intro-targets.json"), "w") as f:
+                    json.dump([{"type": "run", "name": "lessons-15_3d_parallel",
+                                "filename": [], "target_sources": []}], f)
+                return process.Run(0, "", "", False, 0.0)
+            real = building.run
+            building.run = fake_setup
+            try:
+                self.assertTrue(b.configure())
+            finally:
+                building.run = real
+            self.assertEqual(b.lesson_target("lessons", "15_3d_parallel"), "lessons-15_3d_parallel")
+
 
 class ParseTest(unittest.TestCase):
     def test_cases_tags_and_outcomes(self):

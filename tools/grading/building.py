@@ -89,6 +89,7 @@ class BuildDir:
 
     def configure(self, setup_args=()):
         r = run(["meson", "setup", self.path, *setup_args], 1800, cwd=self.root)
+        self._targets = None   # read before configuring, the list was empty
         if r.rc != 0:
             self.ok, self.log = False, r.stdout + r.stderr
             self.failures = [("meson setup", r.tail(30))]
@@ -166,6 +167,14 @@ class BuildDir:
                        if s.endswith(".cu") and s.startswith(prefix)})
 
     # ---- building ------------------------------------------------------------------------
+    def steps(self, targets):
+        """How many build commands ninja would run for `targets` now (a dry run), or None
+        where ninja cannot tell."""
+        r = run(["ninja", "-C", self.path, "-n", *targets], 600, cwd=self.root)
+        if r.rc != 0:
+            return None
+        return sum(1 for line in r.stdout.splitlines() if re.match(r"\[\d+/\d+\]", line))
+
     def build(self, targets=(), jobs=None):
         """ninja, on through failures (-k 0); only `targets` when given; jobs: -j N (ninja's
         own default, cores + 2, where None). With a confinement (and targets), the
