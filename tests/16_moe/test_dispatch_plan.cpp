@@ -81,6 +81,13 @@ TEST_CASE("task2: make_dispatch_plan sorts the kept choices by expert, then slot
   CHECK(plan.order == std::vector<std::int64_t>{1, 2, 3, 5, 0, 4});
   CHECK(plan.tokens_per_expert == std::vector<std::int64_t>{2, 1, 1, 2});
   CHECK(plan.send_counts == std::vector<std::int64_t>{3, 3});
+  // The slots of the priority rule: token 1's first choice (choice 2) has expert 0's slot 0,
+  // token 0's second choice (choice 1) slot 1, so within expert 0 slot order is not token
+  // order.
+  const DispatchPlan ranked = make_dispatch_plan(r, {0, 1, 0, 0, 1, 0}, 2);
+  CHECK(ranked.order == std::vector<std::int64_t>{2, 1, 3, 5, 0, 4});
+  CHECK(ranked.tokens_per_expert == std::vector<std::int64_t>{2, 1, 1, 2});
+  CHECK(ranked.send_counts == std::vector<std::int64_t>{3, 3});
 }
 
 TEST_CASE("task2: expert_owner gives each rank E/P consecutive experts and refuses a P that "
