@@ -186,3 +186,18 @@ TEST_CASE("task4: update_expert_bias raises the underloaded experts and lowers t
   CHECK(testing::contains(testing::error_of([&] { update_expert_bias(bias, {1, 2}, 0.1); }),
                           "update_expert_bias"));
 }
+
+TEST_CASE("task4: switch_aux_loss of f32 probs on the GPU: its gradient there, in f32, equal "
+          "to the CPU's", "[16_moe][task4][points:1][gpu]") {
+  const std::int64_t N = 32, E = 8, k = 2;
+  const balance_test::Case c = balance_test::random_case(N, E, k, 902);
+  const Tensor cpu = Tensor::from_vector(c.probs, {N, E}).to(DType::f32);
+  const AuxLoss want = switch_aux_loss(cpu, c.routing, 0.01);
+  const AuxLoss got = switch_aux_loss(cpu.to(Device::cuda(0)), c.routing, 0.01);
+  CHECK(got.grad_probs.device() == Device::cuda(0));
+  CHECK(got.grad_probs.dtype() == DType::f32);
+  CHECK(got.value == want.value);
+  CHECK(got.fraction == want.fraction);
+  CHECK(got.mean_prob == want.mean_prob);
+  CHECK(got.grad_probs.to_vector<float>() == want.grad_probs.to_vector<float>());
+}

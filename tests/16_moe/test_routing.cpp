@@ -238,3 +238,17 @@ TEST_CASE("task1: route_top_k and capacity_slots on random routers, with and wit
     }
   }
 }
+
+TEST_CASE("task1: route_top_k reads f32 probs on the GPU: the same choices and weights as the "
+          "CPU", "[16_moe][task1][points:1][gpu]") {
+  const std::int64_t N = 64, E = 8, k = 2;
+  const std::vector<double> p = routing_test::tied_probs(N, E, 4, 901);
+  const Tensor cpu = Tensor::from_vector(p, {N, E}).to(DType::f32);
+  const std::vector<double> bias = {0.0, 0.125, 0.0, -0.125, 0.25, 0.0, 0.0, 0.0};
+  const Routing want = route_top_k(cpu, k, bias);
+  const Routing got = route_top_k(cpu.to(Device::cuda(0)), k, bias);
+  CHECK(got.expert == want.expert);
+  CHECK(got.weight == want.weight);
+  CHECK(capacity_slots(got, expert_capacity(N, k, E, 1.0)) ==
+        routing_test::ranked_slots(want, expert_capacity(N, k, E, 1.0)));
+}
