@@ -1,6 +1,9 @@
 // Task 2: the dispatch plan. Sorting the kept choices by expert makes the rows for one
 // expert contiguous, and since rank q holds experts q·L .. q·L + L - 1, the rows for rank q
 // too: the send buffer is cut into P pieces, one per rank, as an all-to-all wants it.
+#include <algorithm>
+#include <vector>
+
 #include "mgpu/error.h"
 #include "mgpu/parallel/moe/dispatch_plan.h"
 
@@ -41,7 +44,8 @@ DispatchPlan make_dispatch_plan(const Routing& routing, const std::vector<std::i
   // What you have: routing.expert (choice c = n·k + j: token n's j-th choice's expert), Nk
   // (N·k), E, ep_size (P); slots (slots[c]: choice c's place in its expert's buffer, -1 when
   // dropped; an expert's kept slots are 0, 1, ... as capacity_slots numbers them); plan, its
-  // tokens_per_expert (E zeros) and send_counts (P zeros) ready; expert_owner (above).
+  // tokens_per_expert (E zeros) and send_counts (P zeros) ready; expert_owner (above);
+  // std::vector, std::stable_sort with a comparator of your own.
   // TODO(task2) BEGIN: chapter §"Dispatch", task 2: plan.order = the kept choices c (slot >=
   // 0), sorted by expert and, within an expert, by slot; plan.tokens_per_expert[e] = the
   // kept choices of expert e; plan.send_counts[q] = the kept choices whose expert rank q
