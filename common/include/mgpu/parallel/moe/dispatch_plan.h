@@ -37,8 +37,8 @@ struct DispatchPlan {
 int expert_owner(std::int64_t expert, std::int64_t experts, int ep_size);
 
 /// The plan for `routing`'s choices, `slots` as capacity_slots gave them (-1: dropped, left
-/// out of the plan), over an EP group of `ep_size` ranks. Throws when slots is not N·k long
-/// or ep_size does not divide E.
+/// out of the plan), over an EP group of `ep_size` ranks. Throws when slots is not N·k long,
+/// ep_size does not divide E, or for a routing that check_routing refuses.
 DispatchPlan make_dispatch_plan(const Routing& routing, const std::vector<std::int64_t>& slots,
                                 int ep_size);
 

@@ -36,8 +36,9 @@ struct AuxLoss {
 
 /// The Switch Transformer's load-balancing loss of `routing`'s choices and their `probs`
 /// [N, E] (f32 or f64, any device), scaled by `alpha`. f_e counts choices, so it has no
-/// gradient: d value / d probs[n, e] = α · E · f_e / N. Throws when probs' shape does not
-/// match routing's N and E.
+/// gradient: d value / d probs[n, e] = α · E · f_e / N. N = 0 gives value 0 and every f_e
+/// and P_e 0. Throws when probs' shape does not match routing's N and E, or for a routing
+/// that check_routing refuses.
 AuxLoss switch_aux_loss(const Tensor& probs, const Routing& routing, double alpha);
 
 /// DeepSeek-V3's bias update after a step: bias[e] += gamma · sign(mean − load[e]), where

@@ -35,13 +35,15 @@ struct Routing {
 /// Token n's choices: the k experts with the largest probs[n, e] + bias[e], best first, a tie
 /// going to the lower expert index. `bias` is empty (no bias) or E long: DeepSeek-V3's
 /// balancing bias, which steers the selection only; the weights are the chosen probs[n, e]
-/// (without bias) divided by their sum. probs is [N, E], f32 or f64, on any device (read on
-/// the host). Throws unless 1 <= k <= E and bias is empty or E long.
+/// (without bias) divided by their sum, or 1/k each when the chosen probs are all 0 (an f32
+/// softmax that underflowed, a bias that chose experts the router gives nothing). probs is
+/// [N, E], f32 or f64, on any device (read on the host). Throws unless 1 <= k <= E, bias is
+/// empty or E long, every prob is finite and >= 0 and every bias finite.
 Routing route_top_k(const Tensor& probs, std::int64_t k, const std::vector<double>& bias = {});
 
 /// An expert's slots for N tokens with k choices each among E experts: ceil(capacity_factor ·
 /// N · k / E) (the Switch Transformer's expert capacity, with k). A capacity_factor <= 0
-/// means no limit (dropless): returns -1.
+/// means no limit (dropless): returns -1. Throws for a capacity_factor that is not finite.
 std::int64_t expert_capacity(std::int64_t tokens, std::int64_t k, std::int64_t experts,
                              double capacity_factor);
 
@@ -50,7 +52,13 @@ std::int64_t expert_capacity(std::int64_t tokens, std::int64_t k, std::int64_t e
 /// in order), then every token's second choice, and so on (GShard's rule: a token's first
 /// choice never loses its place to another token's second); a choice whose expert has
 /// `capacity` slots filled already is dropped. capacity -1: none is dropped (dropless), the
-/// slots numbered in the same order. Throws for capacity below -1.
+/// slots numbered in the same order. Throws for capacity below -1 or a routing that
+/// check_routing refuses.
 std::vector<std::int64_t> capacity_slots(const Routing& routing, std::int64_t capacity);
+
+/// Throws, naming `op`, unless `routing`'s choices are consistent: N >= 0, 1 <= k <= E,
+/// expert N·k long and each of its entries in 0 .. E - 1 (weight is not looked at).
+/// capacity_slots, make_dispatch_plan and switch_aux_loss call it first.
+void check_routing(const Routing& routing, const char* op);
 
 }  // namespace mgpu::parallel::moe
