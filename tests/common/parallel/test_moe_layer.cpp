@@ -14,6 +14,7 @@
 #include "error_measures.h"
 #include "gpu.h"
 #include "mgpu/copy.h"
+#include "mgpu/host_reads.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
 #include "mgpu/parallel/moe/load_balance.h"
@@ -238,4 +239,37 @@ TEST_CASE("moe layer on CUDA: forward and backward equal the CPU's", "[moe][gpu]
       }
     }
   }
+}
+
+TEST_CASE("moe layer: without an input gradient the parameter gradients are the same",
+          "[moe]") {
+  auto with = moe1_layer(moe1_config(0.75, 0.01), 9);
+  auto without = std::static_pointer_cast<moe::MoE>(with->clone());
+  without->set_input_requires_grad(false);
+  const Tensor x = random_tensor({12, 6}, 91), dy = random_tensor({12, 6}, 92);
+  with->forward(x);
+  without->forward(x);
+  CHECK(with->backward(dy).defined());
+  CHECK_FALSE(without->backward(dy).defined());
+  auto a = with->named_parameters();
+  auto b = without->named_parameters();
+  for (std::size_t i = 0; i < a.size(); ++i) {
+    INFO("parameter " << a[i].first);
+    CHECK(same_bits(a[i].second->grad, b[i].second->grad));
+  }
+}
+
+TEST_CASE("moe layer: the host reads of a step are the routing's, a fixed number", "[moe]") {
+  auto m = moe1_layer(moe1_config(0.75, 0.01), 10);
+  const Tensor x = random_tensor({12, 6}, 101), dy = random_tensor({12, 6}, 102);
+  m->forward(x);
+  m->backward(dy);
+  const std::int64_t before = host_reads();
+  m->forward(x);
+  const std::int64_t forward_reads = host_reads() - before;
+  m->backward(dy);
+  // probs read by route_top_k, switch_aux_loss and the layer (for the renormalisation's
+  // backward), the counts by exchange_counts; the backward reads nothing.
+  CHECK(forward_reads == 4);
+  CHECK(host_reads() - before == forward_reads);
 }

@@ -187,9 +187,15 @@ Tensor MoE::backward(const Tensor& grad_out) {
     Tensor dst = d_received.slice(a, b);
     cast_(dst, g);
   }
-  const Tensor d_send = from_experts(d_received, s.exchange, *group_);
-  Tensor dx = Tensor::zeros({N, M}, xd, dev);
-  if (S > 0) nn::embedding_backward_(dx, s.row_token, {S}, d_send);
+  // The rows' gradients back to their tokens (skipped, on every rank alike, when the input
+  // needs no gradient: the experts' parameter gradients are complete already).
+  const bool want_dx = input_requires_grad();
+  Tensor dx;
+  if (want_dx) {
+    const Tensor d_send = from_experts(d_received, s.exchange, *group_);
+    dx = Tensor::zeros({N, M}, xd, dev);
+    if (S > 0) nn::embedding_backward_(dx, s.row_token, {S}, d_send);
+  }
 
   // Step 3) Through the renormalisation w_j = p_j / Σ_i p_i (over the chosen, dropped or
   // not): d p_j = (d w_j − Σ_i d w_i · w_i) / Σ_i p_i, then scattered into d probs [N, E].
@@ -208,6 +214,7 @@ Tensor MoE::backward(const Tensor& grad_out) {
   nn::Parameter& w = router_weight();
   add_(w.grad, as_dtype(matmul(d_logits, s.x_router, true, false), w.grad.dtype()));
   w.notify_grad_ready();
+  if (!want_dx) return Tensor();
   add_(dx, as_dtype(matmul(d_logits, s.w_router), xd));
   return dx.reshape(s.shape);
 }

@@ -25,6 +25,9 @@
 /// the mpi backend does). Everything else stays on x's device; the indices travel as host
 /// vectors copied over (gathers and scatter-adds are nn::embedding and embedding_backward_).
 ///
+/// The weights multiply the rows in the rows' dtype (cast from f64, as Hugging Face's Mixtral
+/// casts its routing weights to the hidden states' dtype); the router's backward is in f32.
+///
 /// PyTorch has no MoE layer; this one follows the Switch Transformer and GShard (capacity,
 /// drop order, auxiliary loss) and DeepSeek-V3 (the balancing bias). Differences: the
 /// router has no noise or jitter, and the experts are GPT-2 MLPs (biases, GELU), not SwiGLU.
@@ -122,8 +125,17 @@ class MoE : public nn::Layer<MoE, detail::MoESaved> {
   /// nn::manual_seed every rank's parameters equal one process's.
   MoE(const MoEConfig& config, std::shared_ptr<dist::ProcessGroup> ep_group);
 
+  /// x [..., M] -> y [..., M]; the routing's statistics in stats(). In training mode it
+  /// keeps what backward needs and adds the choices to load_since_update(). Every rank of
+  /// the EP group calls it together (three all-to-alls).
   Tensor forward(const Tensor& x) override;
+  /// dy [..., M] -> dx [..., M] (undefined when !input_requires_grad()); adds the router's
+  /// gradient (with the auxiliary loss's part when aux_alpha > 0) and this rank's experts'
+  /// (from every rank's tokens routed to them) and fires their grad-ready hooks, an expert
+  /// that received no rows included. Every rank of the EP group calls it together (two
+  /// all-to-alls, or one without dx).
   Tensor backward(const Tensor& grad_out) override;
+  /// "MoE(M=.. F=.. E=.. k=.. ..., ep=P, experts a..b here)".
   std::string describe() const override;
 
   /// The configuration.
