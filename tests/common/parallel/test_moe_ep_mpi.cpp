@@ -332,3 +332,31 @@ TEST_CASE("moe ep: every rank draws one process's parameters and keeps one bias"
     CHECK(all_ranks(split.expert_bias() == want));
   }
 }
+
+TEST_CASE("moe ep on CUDA: each rank's outputs and gradients equal the CPU run's", "[moe_ep][gpu]") {
+  const int W = group().size();
+  // rank_gpu_group() lives as long as the program: share it without owning it.
+  std::shared_ptr<dist::ProcessGroup> gpu_group(&rank_gpu_group(), [](dist::ProcessGroup*) {});
+  std::shared_ptr<dist::ProcessGroup> cpu_group(&group(), [](dist::ProcessGroup*) {});
+  const Device dev = gpu_group->device();
+  for (double factor : {0.0, 0.75}) {
+    INFO("capacity factor " << factor);
+    auto full = moeep_full(moeep_config(W, factor, 0.02), 51);
+    const Tensor X = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 52);
+    const Tensor G = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 53);
+    auto on_cpu = moeep_split(*full, cpu_group);
+    auto on_gpu = moeep_split(*full, gpu_group);
+    on_gpu->to(dev);
+    const Tensor y_cpu = on_cpu->forward(moeep_mine(X));
+    const Tensor dx_cpu = on_cpu->backward(moeep_mine(G));
+    const Tensor y_gpu = on_gpu->forward(moeep_mine(X).to(dev));
+    CHECK(on_gpu->stats().tokens_per_expert == on_cpu->stats().tokens_per_expert);
+    const Tensor dx_gpu = on_gpu->backward(moeep_mine(G).to(dev));
+    CHECK(all_ranks(max_rel_diff(y_gpu.to(Device::cpu()), y_cpu) < 1e-11));
+    CHECK(all_ranks(max_rel_diff(dx_gpu.to(Device::cpu()), dx_cpu) < 1e-11));
+    for (auto& [name, p] : on_cpu->named_parameters()) {
+      INFO("parameter " << name);
+      CHECK(max_rel_diff(on_gpu->parameter(name).grad.to(Device::cpu()), p->grad) < 1e-11);
+    }
+  }
+}
