@@ -42,26 +42,29 @@ struct MoeEpGroups {
   std::vector<int> replica_ranks;                ///< their world ranks
 };
 
+std::shared_ptr<dist::ProcessGroup> moeep_new_group(const std::vector<int>& ranks) {
+  return dist::new_group(ranks, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
+}
+
 const MoeEpGroups& moeep_groups(int ep) {
   static std::map<int, MoeEpGroups> made;
   auto it = made.find(ep);
   if (it != made.end()) return it->second;
-  const int W = group().size(), r = group().rank();
+  const int W = group().size();
   MoeEpGroups g;
   for (int i = 0; i < W / ep; ++i) {
     std::vector<int> ranks;
     for (int j = 0; j < ep; ++j) ranks.push_back(i * ep + j);
-    if (auto x = dist::new_group(ranks, "mpi", Device::cpu(), quiet_options(test_timeout_s()))) g.ep = x;
+    if (auto x = moeep_new_group(ranks)) g.ep = x;
   }
   for (int j = 0; j < ep; ++j) {
     std::vector<int> ranks;
     for (int w = j; w < W; w += ep) ranks.push_back(w);
-    if (auto x = dist::new_group(ranks, "mpi", Device::cpu(), quiet_options(test_timeout_s()))) {
+    if (auto x = moeep_new_group(ranks)) {
       g.replicas = x;
       g.replica_ranks = ranks;
     }
   }
-  (void)r;
   return made.emplace(ep, g).first->second;
 }
 
@@ -99,7 +102,8 @@ std::shared_ptr<moe::MoE> moeep_full(const moe::MoEConfig& c, unsigned seed) {
 }
 
 // The EP layer over `ep_group` with `full`'s parameters (by name).
-std::shared_ptr<moe::MoE> moeep_split(moe::MoE& full, std::shared_ptr<dist::ProcessGroup> ep_group) {
+std::shared_ptr<moe::MoE> moeep_split(moe::MoE& full,
+                                      std::shared_ptr<dist::ProcessGroup> ep_group) {
   auto m = std::make_shared<moe::MoE>(full.config(), std::move(ep_group));
   m->to(DType::f64);
   for (auto& [name, p] : m->named_parameters()) copy_(p->value, full.parameter(name).value);
@@ -128,14 +132,18 @@ Tensor moeep_mine(const Tensor& global) {
 class MoeEpCountingGroup : public ForwardingGroup {
  public:
   using ForwardingGroup::ForwardingGroup;
+  /// One all-to-all's bytes on this rank.
   struct Bytes {
-    std::int64_t sent, received;
+    std::int64_t sent;      ///< the input's bytes
+    std::int64_t received;  ///< the output's bytes
   };
   std::vector<Bytes> all_to_alls;  ///< in the order issued
 
-  dist::Work all_to_all(const Tensor& out, const Tensor& in, const std::vector<std::int64_t>& out_splits,
+  dist::Work all_to_all(const Tensor& out, const Tensor& in,
+                        const std::vector<std::int64_t>& out_splits,
                         const std::vector<std::int64_t>& in_splits) override {
-    all_to_alls.push_back({static_cast<std::int64_t>(in.nbytes()), static_cast<std::int64_t>(out.nbytes())});
+    all_to_alls.push_back({static_cast<std::int64_t>(in.nbytes()),
+                           static_cast<std::int64_t>(out.nbytes())});
     return ForwardingGroup::all_to_all(out, in, out_splits, in_splits);
   }
 };
@@ -248,7 +256,8 @@ TEST_CASE("moe ep: with capacity each rank drops what one process drops on its t
     }
   }
   worst = max_over_ranks(worst);
-  if (r == 0) WARN("EP with capacity against one process per rank: largest relative difference " << worst);
+  if (r == 0)
+    WARN("EP with capacity against one process per rank: largest relative difference " << worst);
 }
 
 TEST_CASE("moe ep: rows per expert and the bytes of every all-to-all are exact", "[moe_ep]") {
@@ -333,7 +342,8 @@ TEST_CASE("moe ep: every rank draws one process's parameters and keeps one bias"
   }
 }
 
-TEST_CASE("moe ep on CUDA: each rank's outputs and gradients equal the CPU run's", "[moe_ep][gpu]") {
+TEST_CASE("moe ep on CUDA: each rank's outputs and gradients equal the CPU run's",
+          "[moe_ep][gpu]") {
   const int W = group().size();
   // rank_gpu_group() lives as long as the program: share it without owning it.
   std::shared_ptr<dist::ProcessGroup> gpu_group(&rank_gpu_group(), [](dist::ProcessGroup*) {});

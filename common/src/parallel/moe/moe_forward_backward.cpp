@@ -30,9 +30,10 @@ Tensor across_rows(const Tensor& column, std::int64_t cols) {
 
 // Rows per local expert: expert l's block holds every rank's rows for it.
 std::vector<std::int64_t> rows_per_local_expert(const ExpertExchange& ex) {
-  std::vector<std::int64_t> rows(ex.local_experts, 0);
+  const std::int64_t L = ex.local_experts;
+  std::vector<std::int64_t> rows(L, 0);
   for (int q = 0; q < ex.ep_size; ++q)
-    for (std::int64_t l = 0; l < ex.local_experts; ++l) rows[l] += ex.recv_counts[q * ex.local_experts + l];
+    for (std::int64_t l = 0; l < L; ++l) rows[l] += ex.recv_counts[q * L + l];
   return rows;
 }
 

@@ -16,7 +16,12 @@
 /// weights' gradient through the renormalisation to probs, the auxiliary loss's gradient,
 /// softmax, the router's weight and input gradients. A dropped choice contributes 0 (the
 /// residual connection around the layer carries its token); its weight is not given to the
-/// other choices (GShard and the Switch Transformer: weights renormalised before capacity).
+/// other choices (GShard's top-2: the gates renormalised over the k choices, then capacity).
+/// With k = 1 the weight is 1, where the Switch Transformer scales by the probability: the
+/// router then learns through the auxiliary loss alone.
+///
+/// The router's product is the Switch Transformer's selective precision: its input cast to
+/// f32 (Mixtral computes the logits in the model's dtype and the softmax in f32).
 ///
 /// Where data meets the host: probs [N, E] are copied to the host once per forward (the
 /// top-k, the auxiliary loss, the capacity and the plan are host code, as lesson 16 writes
