@@ -51,7 +51,7 @@ TEST_CASE("candidate layouts: tp divides the heads, pp at most the blocks, dp sp
   CHECK(perf::blocks_of_stage(5, 2, 1) == 2);
 }
 
-TEST_CASE("memory: one rank holds 16 bytes a parameter plus lesson 13's activations",
+TEST_CASE("memory: one rank holds 16 bytes a parameter in fp32 plus a layer's activations",
           "[perf][planner]") {
   const perf::ModelShape m = tiny();
   perf::JobSettings job;
@@ -65,7 +65,8 @@ TEST_CASE("memory: one rank holds 16 bytes a parameter plus lesson 13's activati
   CHECK(near(one.gradients, 4 * P));
   CHECK(near(one.optimizer, 8 * P));
   const double C = 128, T = 128, N = T, V = 65, H = 4;
-  const double act = 4 * (4 * (15 * N * C + 4 * N + H * T * T) + N * C + 2 * N * V);
+  // fp32, no dropout: per block 16 values of N·C (4 whole, 12 split) and the H·T² scores.
+  const double act = 4 * (4 * (16 * N * C + H * T * T) + N * C + 2 * N * V);
   CHECK(near(one.activations, act));  // 1F1B on one stage: one micro-batch in flight
 
   // TP 2: the blocks' matrices and their biases halve, the LayerNorms and row biases stay.
@@ -74,16 +75,16 @@ TEST_CASE("memory: one rank holds 16 bytes a parameter plus lesson 13's activati
   // ZeRO-1 over 4 replicas: a quarter of the moments.
   const perf::MemoryEstimate dp4 = perf::estimate_memory(m, job, {4, 1, 1});
   CHECK(near(dp4.optimizer, 2 * P));
-  job.zero1 = false;
+  job.zero_stage = 0;
   CHECK(near(perf::estimate_memory(m, job, {4, 1, 1}).optimizer, 8 * P));
-  job.zero1 = true;
+  job.zero_stage = 1;
 
   // PP 4 over 8 micro-batches: the first stage keeps 4 under 1F1B, 8 under GPipe.
   const perf::MemoryEstimate f1b = perf::estimate_memory(m, job, {1, 1, 4});
   job.schedule = "gpipe";
   const perf::MemoryEstimate gp = perf::estimate_memory(m, job, {1, 1, 4});
   CHECK(f1b.stage == 0);
-  const double block = 4 * (15 * N * C + 4 * N + H * T * T);
+  const double block = 4 * (16 * N * C + H * T * T);
   CHECK(near(f1b.activations, 4 * (block + 4 * N * C)));
   CHECK(near(gp.activations, 8 * (block + 4 * N * C)));
   // SP leaves less whole-sized.
@@ -126,8 +127,9 @@ TEST_CASE("time: compute over the stages, the bubble (p-1)/v, TP, PP and DP mess
   const double ar = perf::ring_allreduce_seconds(perf::AlphaBeta{5e-6, 1e-11}, T * C * 4, 4);
   CHECK(near(tp4.tp_comm_s, 8 * 4 * 4 * ar));
   const perf::TimeEstimate dp4 = perf::estimate_time(m, job, c, {4, 1, 1});
+  // ZeRO-1: a reduce-scatter and an all-gather, DDP's all-reduce's bytes and steps.
   CHECK(near(dp4.dp_comm_s,
-             1.5 * perf::ring_allreduce_seconds(perf::AlphaBeta{5e-6, 1e-11}, 4.0 * m.parameters(), 4)));
+             perf::ring_allreduce_seconds(perf::AlphaBeta{5e-6, 1e-11}, 4.0 * m.parameters(), 4)));
 }
 
 TEST_CASE("links: a group inside a node, a group across nodes; the plan's order",
@@ -142,7 +144,10 @@ TEST_CASE("links: a group inside a node, a group across nodes; the plan's order"
   CHECK(perf::group_link(hw, 1, 1).alpha == 0);
   CHECK(perf::group_link(hw, 4, 1).alpha == 3e-6);      // TP 4 on one node
   CHECK(perf::group_link(hw, 2, 4).alpha == 10e-6);     // DP 2, 4 ranks apart: two nodes
-  CHECK(near(perf::group_link(hw, 2, 4).beta, 1 / 10e9));
+  // ... one rank on each node, beside the three other DP groups: a quarter of the network.
+  CHECK(near(perf::group_link(hw, 2, 4).beta, 1 / 2.5e9));
+  CHECK(near(perf::group_link(hw, 8, 1).beta, 1 / 10e9));  // one group of every GPU: all of it
+  CHECK(near(perf::group_link(hw, 4, 2).beta, 1 / 5e9));   // two ranks a node: half
 
   perf::Cluster c;
   c.hardware = hw;
