@@ -40,7 +40,9 @@ MemoryEstimate estimate_memory(const ModelShape& m, const JobSettings& job, cons
     double in_flight = job.schedule == "gpipe" ? micro : std::min<double>(micro, l.pp - s);
     if (job.schedule == "interleaved") in_flight *= 1 + (l.pp - 1) / (l.pp * v);
     double act = static_cast<double>(blocks_of_stage(m.n_layer, l.pp, s)) * block_act * in_flight;
-    if (first) act += N * C * w * in_flight;  // the embedding's output
+    // The embedding's output is the first block's input (counted there); with dropout its
+    // mask, 1 byte a value (Korthikanti et al.'s s·b·h·p/t under SP).
+    if (first && job.dropout) act += N * C / (job.sequence_parallel ? l.tp : 1) * in_flight;
     if (last) act += 2 * N * V * w / l.tp * (job.schedule == "gpipe" ? micro : 1);  // logits, probabilities
     MemoryEstimate e;
     e.stage = s;

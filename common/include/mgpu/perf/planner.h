@@ -18,8 +18,9 @@
 ///                   on the first stage (P: the position table's rows), + ln_f and a copy
 ///                   of the tied table on the last (the two coincide when pp = 1)
 ///     activations   layer_activation_bytes (Korthikanti et al.) per block and micro-batch
-///                   of N = b·T tokens, + the embedding's output N·C·w on the first stage,
-///                   times the micro-batches a stage keeps: m (GPipe), pp - stage (1F1B),
+///                   of N = b·T tokens (+ with dropout the embedding's mask, N·C bytes,
+///                   / tp under SP, on the first stage), times the micro-batches a stage
+///                   keeps: m (GPipe), pp - stage (1F1B),
 ///                   1F1B's x (1 + (pp-1)/(pp·v)) (interleaved); + the logits and their
 ///                   probabilities 2·N·V·w/tp on the last stage (m of them under GPipe)
 ///
