@@ -3,7 +3,9 @@
 // (Table 2's activations per layer for its Table 3 models, and the savings it reports),
 // and the ZeRO paper, "ZeRO: Memory Optimizations Toward Training Trillion Parameter
 // Models" (the model states per GPU, section 3 and Figure 1), with the 8B and 70B models
-// of "The Ultra-Scale Playbook: Training LLMs on GPU Clusters".
+// of "The Ultra-Scale Playbook: Training LLMs on GPU Clusters"; and the planner's FLOPs
+// against Narayanan et al. 2021, "Efficient Large-Scale Language Model Training on GPU
+// Clusters Using Megatron-LM" (its FLOPs per step and its training-time estimates).
 #include <catch2/catch.hpp>
 
 #include <cmath>
@@ -143,5 +145,36 @@ TEST_CASE("model states: the ZeRO paper's formulas, its Figure 1, the 8B and 70B
     const perf::MemoryEstimate e = perf::estimate_memory(m, job, {64, 1, 1});
     CHECK(same_value(e.parameters + e.gradients + e.optimizer,
                      perf::model_state_bytes(P, mixed, stage, 64).total()));
+  }
+}
+
+TEST_CASE("FLOPs: Narayanan et al.'s count per step and their training-time estimates",
+          "[perf][published]") {
+  struct Estimate {
+    const char* name;           // the paper's model
+    double l, h, a;             // layers, hidden size, heads
+    double tokens, gpus, tflops, days;  // the paper's section 5.1
+  };
+  const Estimate estimates[] = {{"GPT-3 175B", 96, 12288, 96, 300e9, 1024, 140, 34},
+                                {"1T", 128, 25600, 160, 450e9, 3072, 163, 84}};
+  for (const Estimate& est : estimates) {
+    INFO(est.name);
+    const double s = 2048, V = 51200;
+    perf::ModelShape m{51200, 2048, static_cast<std::int64_t>(est.l), static_cast<std::int64_t>(est.a),
+                       static_cast<std::int64_t>(est.h), 2048};
+    perf::JobSettings job;
+    job.global_batch = 1;
+    job.recompute = "full";  // the paper's runs recompute every layer's forward
+    perf::Cluster c;
+    c.hardware.name = "one GPU";
+    c.flops = est.tflops * 1e12;
+    const double seconds = perf::estimate_time(m, job, c, {1, 1, 1}).compute_s;
+    // Their FLOPs per sequence: 96·s·l·h²·(1 + s/(6h) + V/(16·l·h)), exactly.
+    const double flops = 96 * s * est.l * est.h * est.h * (1 + s / (6 * est.h) + V / (16 * est.l * est.h));
+    CHECK(same_value(seconds * c.flops, flops));
+    // Their estimate, 8·T·P / (n·X) (it drops the s/(6h) and V terms): 34 and 84 days.
+    // Stated error 5%.
+    const double days = est.tokens / s * seconds / est.gpus / 86400;
+    CHECK(days == Approx(est.days).epsilon(0.05));
   }
 }
