@@ -155,7 +155,7 @@ int plan(const Flags& f) {
               m.parameters() / 1e6);
   std::printf("cluster: %s, %d GPUs (%d node(s) of %d), %.3g TFLOP/s each (%s)%s, memory %s\n",
               hw.name.c_str(), hw.ranks(), hw.nodes, hw.gpus_per_node, c.flops / 1e12,
-              f.tflops > 0 ? "--tflops" : f.gpus > 0 ? "by hand's default" : "the hardware file",
+              f.tflops > 0 ? "--tflops" : f.gpus > 0 ? "the default by hand" : "the hardware file",
               c.compute_devices > 0
                   ? (" (all sharing " + std::to_string(c.compute_devices).substr(0, 4) + " device(s))").c_str()
                   : "",
@@ -165,8 +165,8 @@ int plan(const Flags& f) {
     const double per_gpu = hw.inter_bw / hw.gpus_per_node;
     std::printf("network: %.0f Gb/s per %s as given (--inter-per %s): %.2f GB/s per GPU, %.1f GB/s "
                 "per node; inside a node %.0f GB/s all-reduce bus bandwidth\n",
-                8e-9 * (f.inter_per == "gpu" ? per_gpu : hw.inter_bw), f.inter_per.c_str(),
-                f.inter_per.c_str(), 1e-9 * per_gpu, 1e-9 * hw.inter_bw, 1e-9 * hw.intra_busbw);
+                8e-9 * (f.inter_per == "gpu" ? per_gpu : hw.inter_bw),
+                f.inter_per == "gpu" ? "GPU" : "node", f.inter_per.c_str(), 1e-9 * per_gpu, 1e-9 * hw.inter_bw, 1e-9 * hw.intra_busbw);
   } else {
     std::printf("network: one node, no network; inside it %.0f GB/s all-reduce bus bandwidth\n",
                 1e-9 * hw.intra_busbw);
