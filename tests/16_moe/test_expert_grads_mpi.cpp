@@ -427,7 +427,7 @@ double norm_ratio(const Mat& a, const Mat& b) {
 }
 
 // v times s.
-Mat times(Mat v, double s) {
+Mat scaled_by(Mat v, double s) {
   for (double& x : v) x *= s;
   return v;
 }
@@ -499,10 +499,10 @@ TEST_CASE("the trap: expert gradients divided by the number of ranks that hold t
       const double ratio = norm_ratio(got, want);
       INFO("local expert " << l << ": |wrong| / |one process| = " << ratio);
       CHECK((ratio == 0 || std::fabs(ratio - ep) < 1e-12 * ep));
-      CHECK(rel_error(got, times(want, ep)) < 1e-12 * ep);
+      CHECK(rel_error(got, scaled_by(want, ep)) < 1e-12 * ep);
       // Where the world is a power of two both scales are too, so the wrong sum is exactly
       // ep times the right one, bit for bit.
-      if ((world & (world - 1)) == 0) CHECK(got == times(right.reduced.w_expert[l], ep));
+      if ((world & (world - 1)) == 0) CHECK(got == scaled_by(right.reduced.w_expert[l], ep));
     }
   }
   CHECK(all_ranks(true));
