@@ -27,7 +27,7 @@ std::int64_t total(const std::vector<std::int64_t>& counts) {
 }
 
 // Refuses, before any traffic, a group that is not the exchange's, counts that are not P·L
-// long, and rows that are not `expected` rows (sum of the counts they follow).
+// long, and rows that are not sum(counts) rows (the counts they follow).
 void check_exchange(const char* op, const Tensor& rows, const ExpertExchange& ex,
                     dist::ProcessGroup& group, const std::vector<std::int64_t>& counts,
                     const char* counts_name) {
@@ -92,7 +92,7 @@ ExpertExchange exchange_counts(const DispatchPlan& plan, dist::ProcessGroup& gro
              plan.ep_size, " ranks, the group has ", P);
   MGPU_CHECK(plan.experts >= 1 && plan.experts % P == 0 &&
                  static_cast<std::int64_t>(plan.tokens_per_expert.size()) == plan.experts,
-             "exchange_counts: a plan of E = ", plan.experts, " experts (", 
+             "exchange_counts: a plan of E = ", plan.experts, " experts (",
              plan.tokens_per_expert.size(), " counts) does not split over ", P,
              " ranks; make_dispatch_plan gives a plan whose E the EP size divides");
   ExpertExchange ex;
@@ -108,7 +108,8 @@ ExpertExchange exchange_counts(const DispatchPlan& plan, dist::ProcessGroup& gro
   // the rows rank q sends this rank's local expert l (rank q's send_counts[r·L + l], r this
   // rank). Invariants: exactly one all_to_all, of an i64 tensor on the CPU; no send. Stuck:
   // tools/hint 16 3 (about 4 lines).
-  Tensor send = Tensor::from_vector(ex.send_counts, {static_cast<std::int64_t>(P) * ex.local_experts});
+  Tensor send =
+      Tensor::from_vector(ex.send_counts, {static_cast<std::int64_t>(P) * ex.local_experts});
   Tensor recv = Tensor::empty(send.shape(), DType::i64);
   group.all_to_all(recv, send).wait();
   ex.recv_counts = recv.to_vector<std::int64_t>();
@@ -123,7 +124,7 @@ Tensor to_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessGro
   Tensor out;
   // What you have: rows [S, ...] (in the plan's order: this rank's rows for rank 0's
   // experts, then rank 1's, ...); ex.send_counts, ex.recv_counts [P·L]; P, L;
-  // rows_per_rank(counts, P, L) -> [P] and regroup(from, to, counts, P, L,
+  // rows_per_rank(counts, P, L) -> [P], total(counts) and regroup(from, to, counts, P, L,
   // to_expert_major) (above); rows.shape(), rows.dtype(), rows.device();
   // Tensor::empty(shape, dtype, device); group.all_to_all(output, input, output_splits,
   // input_splits) -> a dist::Work (wait() it): input_splits[q] rows of input to rank q,
@@ -152,8 +153,8 @@ Tensor from_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessG
   const std::int64_t L = ex.local_experts;
   Tensor out;
   // What you have: rows [R, ...] (expert-major, as to_experts returns them); ex.send_counts,
-  // ex.recv_counts [P·L]; P, L; rows_per_rank, regroup (above); Tensor::empty(shape, dtype,
-  // device); group.all_to_all(output, input, output_splits, input_splits) -> a dist::Work.
+  // ex.recv_counts [P·L]; P, L; rows_per_rank, total, regroup (above); Tensor::empty(shape,
+  // dtype, device); group.all_to_all(output, input, output_splits, input_splits) -> a dist::Work.
   // TODO(task3) BEGIN: combine, task 3: out = [S, ...], S = sum(ex.send_counts), in the
   // plan's order on the rank the rows came from: to_experts undone, from_experts(
   // to_experts(x)) == x exactly. Invariants: exactly one all_to_all, no send; rows keep
