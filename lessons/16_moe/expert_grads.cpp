@@ -18,7 +18,7 @@ ExpertGradGroups expert_grad_groups(int world, int ep, int rank) {
   // w / ep and holds that EP rank's experts; g.dense and g.expert, each a GradReduction
   // {ranks (ascending, this rank among them), scale}: the gradient is summed over `ranks`,
   // then multiplied by `scale`.
-  // TODO(task5) BEGIN: EP × DP, task 5: g.dense for a weight every rank holds (router,
+  // TODO(task5) BEGIN: chapter §9, task 5: g.dense for a weight every rank holds (router,
   // attention, norms), g.expert for a weight of this rank's experts. Invariant: after the
   // reductions every rank's gradients equal one process's gradients of the mean loss over
   // all world ranks' tokens, where each rank's loss averages its own N tokens (the same N

@@ -55,7 +55,7 @@ void regroup(const Tensor& from, Tensor& to, const std::vector<std::int64_t>& co
   // t.slice(begin, end) (rows [begin, end) of t, a view sharing its storage; a view of 0
   // rows is fine); copy_(dst, src) (dst a Tensor lvalue, the same shape as src);
   // std::partial_sum.
-  // TODO(task3) BEGIN: the dispatch's regroup, task 3: every block (q, l) of `from`, in its
+  // TODO(task3) BEGIN: chapter §5, task 3, the regroup: every block (q, l) of `from`, in its
   // order, is copied to its place in `to`, in the other order. Invariants: each row is
   // copied exactly once and values only move (exact); blocks of 0 rows are fine; no
   // collective. Stuck: tools/hint 16 3 (about 20 lines).
@@ -104,7 +104,7 @@ ExpertExchange exchange_counts(const DispatchPlan& plan, dist::ProcessGroup& gro
   // Tensor::empty(shape, dtype); t.to_vector<std::int64_t>(); group.all_to_all(output,
   // input) -> a dist::Work (wait() it): input cut along dimension 0 into P equal pieces,
   // piece q to rank q; output's piece q from rank q.
-  // TODO(task3) BEGIN: the dispatch's counts, task 3: ex.recv_counts [P·L] = at q·L + l,
+  // TODO(task3) BEGIN: chapter §5, task 3, the counts: ex.recv_counts [P·L] = at q·L + l,
   // the rows rank q sends this rank's local expert l (rank q's send_counts[r·L + l], r this
   // rank). Invariants: exactly one all_to_all, of an i64 tensor on the CPU; no send. Stuck:
   // tools/hint 16 3 (about 4 lines).
@@ -129,7 +129,7 @@ Tensor to_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessGro
   // Tensor::empty(shape, dtype, device); group.all_to_all(output, input, output_splits,
   // input_splits) -> a dist::Work (wait() it): input_splits[q] rows of input to rank q,
   // output_splits[q] rows of output from rank q, in rank order.
-  // TODO(task3) BEGIN: dispatch, task 3: out = this rank's experts' rows [R, ...], R =
+  // TODO(task3) BEGIN: chapter §5, task 3, dispatch: out = this rank's experts' rows [R, ...], R =
   // sum(ex.recv_counts), expert-major: local expert 0's rows from rank 0, then from rank 1,
   // ..., then local expert 1's, ...; each rank's rows for an expert in the order it sent
   // them. Invariants: exactly one all_to_all, no send; rows keep their dtype, device and
@@ -155,7 +155,7 @@ Tensor from_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessG
   // What you have: rows [R, ...] (expert-major, as to_experts returns them); ex.send_counts,
   // ex.recv_counts [P·L]; P, L; rows_per_rank, total, regroup (above); Tensor::empty(shape,
   // dtype, device); group.all_to_all(output, input, output_splits, input_splits) -> a dist::Work.
-  // TODO(task3) BEGIN: combine, task 3: out = [S, ...], S = sum(ex.send_counts), in the
+  // TODO(task3) BEGIN: chapter §5, task 3, combine: out = [S, ...], S = sum(ex.send_counts), in the
   // plan's order on the rank the rows came from: to_experts undone, from_experts(
   // to_experts(x)) == x exactly. Invariants: exactly one all_to_all, no send; rows keep
   // their dtype, device and row shape; a rank with no rows takes part all the same. Stuck:
