@@ -112,13 +112,14 @@ double attention_kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& co
 double cp_bytes_per_layer_formula(const GptPlan& plan, const nn::GPTConfig& config,
                                   std::int64_t B, std::int64_t T, std::size_t value_bytes) {
   if (plan.attention == Attention::local) return 0.0;
-  const double P = plan.shape.cp,
-               NCs = static_cast<double>(B * T) * static_cast<double>(config.n_embd / plan.shape.tp) *
-                     static_cast<double>(value_bytes);
-  if (plan.attention == Attention::ulysses) return 8 * (P - 1) / (P * P) * NCs;
-  if (plan.attention != Attention::hybrid) return 6 * (P - 1) / P * NCs;
+  const double P = plan.shape.cp, s = static_cast<double>(value_bytes),
+               NC = static_cast<double>(B * T) * static_cast<double>(config.n_embd / plan.shape.tp);
+  // K and V forward and backward in s bytes, dK and dV in f64 (the host kernel's sums).
+  const double ring_values = 4 * s + 2 * 8.0;
+  if (plan.attention == Attention::ulysses) return 8 * (P - 1) / (P * P) * NC * s;
+  if (plan.attention != Attention::hybrid) return (P - 1) / P * NC * ring_values;
   const double U = plan.ulysses_size_for(config), R = P / U;
-  return 8 * (U - 1) / (U * P) * NCs + 6 * (R - 1) / P * NCs;
+  return 8 * (U - 1) / (U * P) * NC * s + (R - 1) / P * NC * ring_values;
 }
 
 Attention attention_from_name(const std::string& name) {

@@ -104,9 +104,11 @@ double attention_kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& co
 
 /// The bytes one rank sends per layer over the CP group (and the hybrid's sub-groups), by
 /// lesson 14's formulas (§7, §7a; N = B·T, C/TP the TP rank's features, s = `value_bytes`):
-/// ring and all-gather K/V 6(P−1)/P·N·C·s (the all-gather's and reduce-scatter's bytes as
-/// the ring's, dist/traffic.h), Ulysses 8(P−1)/P²·N·C·s, the hybrid (U × R)
-/// 8(U−1)/(U·P)·N·C·s + 6(R−1)/P·N·C·s. 0 under the local core.
+/// ring and all-gather K/V (P−1)/P·N·C·(4s + 2·8): K and V twice in s bytes, dK and dV in
+/// f64 (the library's kernels sum them on the host), 6(P−1)/P·N·C·s where s is 8 (the
+/// all-gather's and reduce-scatter's bytes counted as the ring's, dist/traffic.h); Ulysses
+/// 8(P−1)/P²·N·C·s; the hybrid (U × R) 8(U−1)/(U·P)·N·C·s + (R−1)/P·N·C·(4s + 2·8).
+/// 0 under the local core.
 double cp_bytes_per_layer_formula(const GptPlan& plan, const nn::GPTConfig& config,
                                   std::int64_t B, std::int64_t T, std::size_t value_bytes);
 
