@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "error_measures.h"
+#include "gradient_check.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/ops.h"
 #include "mgpu/tensor.h"
@@ -53,31 +54,8 @@ inline void check_close(const Tensor& actual, const Tensor& expected, double rto
   }
 }
 
-/// sum(a * b) in double.
-inline double dot(const Tensor& a, const Tensor& b) {
-  const auto x = values(a), y = values(b);
-  REQUIRE(x.size() == y.size());
-  double s = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
-  return s;
-}
-
-/// Central differences of loss() with respect to every element of `t` (f64, changed in
-/// place and put back): the numeric gradient, shaped like t.
-inline Tensor numeric_gradient(Tensor& t, const std::function<double()>& loss, double h = 1e-6) {
-  Tensor g = Tensor::empty(t.shape(), DType::f64);
-  double* p = t.data<double>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    const double keep = p[i];
-    p[i] = keep + h;
-    const double up = loss();
-    p[i] = keep - h;
-    const double down = loss();
-    p[i] = keep;
-    g.data<double>()[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
+using mgpu::testing::dot;
+using mgpu::testing::numeric_gradient;
 
 /// Central differences of L(x) = sum(forward(x) * weights) against backward(weights), for
 /// the input and for every parameter, all elements. `before_forward` runs before each

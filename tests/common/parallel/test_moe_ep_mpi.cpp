@@ -13,6 +13,7 @@
 #include <vector>
 
 #include "error_measures.h"
+#include "moe_test_util.h"
 #include "forwarding_group.h"
 #include "groups.h"
 #include "mgpu/copy.h"
@@ -87,20 +88,6 @@ moe::MoEConfig moeep_config(int ep, double capacity_factor, double aux_alpha) {
   return c;
 }
 
-// A one-process f64 layer with random parameters (the same on every rank).
-std::shared_ptr<moe::MoE> moeep_full(const moe::MoEConfig& c, unsigned seed) {
-  nn::manual_seed(seed);
-  auto m = std::make_shared<moe::MoE>(c);
-  m->to(DType::f64);
-  unsigned salt = seed * 100;
-  for (auto& [name, p] : m->named_parameters()) {
-    Tensor v = random_tensor(p->value.shape(), ++salt);
-    if (name == "router.weight") scale_(v, 2.0);
-    copy_(p->value, v);
-  }
-  return m;
-}
-
 // The EP layer over `ep_group` with `full`'s parameters (by name).
 std::shared_ptr<moe::MoE> moeep_split(moe::MoE& full,
                                       std::shared_ptr<dist::ProcessGroup> ep_group) {
@@ -158,7 +145,7 @@ TEST_CASE("moe ep: dropless outputs and every gradient equal one process over al
     INFO("EP " << ep << " x DP " << W / ep);
     const MoeEpGroups& g = moeep_groups(ep);
     const moe::MoEConfig c = moeep_config(ep, 0, 0);
-    auto full = moeep_full(c, 11);
+    auto full = random_moe(c, 11);
     const std::int64_t NW = W * kMoeEpTokens;
     const Tensor X = random_tensor({NW, kMoeEpDim}, 12), G = random_tensor({NW, kMoeEpDim}, 13);
     // One process, the loss the mean over the world's tokens: (1/W) Σ_rank mean_rank.
@@ -197,7 +184,7 @@ TEST_CASE("moe ep: with capacity each rank drops what one process drops on its t
     INFO("EP " << ep << " x DP " << W / ep);
     const MoeEpGroups& g = moeep_groups(ep);
     const moe::MoEConfig c = moeep_config(ep, 0.75, 0.02);
-    auto full = moeep_full(c, 21);
+    auto full = random_moe(c, 21);
     const Tensor X = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 22);
     const Tensor G = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 23);
     auto split = moeep_split(*full, g.ep);
@@ -267,7 +254,7 @@ TEST_CASE("moe ep: rows per expert and the bytes of every all-to-all are exact",
     const MoeEpGroups& g = moeep_groups(ep);
     const moe::MoEConfig c = moeep_config(ep, 0, 0);
     const std::int64_t E = c.experts, L = E / ep, k = c.k, M = c.dim, f64 = 8;
-    auto full = moeep_full(c, 31);
+    auto full = random_moe(c, 31);
     const Tensor X = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 32);
     // One process on this EP group's tokens: what each expert receives.
     const int first = g.ep->rank() == 0 ? group().rank() : group().rank() - g.ep->rank();
@@ -351,7 +338,7 @@ TEST_CASE("moe ep on CUDA: each rank's outputs and gradients equal the CPU run's
   const Device dev = gpu_group->device();
   for (double factor : {0.0, 0.75}) {
     INFO("capacity factor " << factor);
-    auto full = moeep_full(moeep_config(W, factor, 0.02), 51);
+    auto full = random_moe(moeep_config(W, factor, 0.02), 51);
     const Tensor X = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 52);
     const Tensor G = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 53);
     auto on_cpu = moeep_split(*full, cpu_group);

@@ -12,6 +12,8 @@
 #include <vector>
 
 #include "error_measures.h"
+#include "gradient_check.h"
+#include "moe_test_util.h"
 #include "gpu.h"
 #include "mgpu/copy.h"
 #include "mgpu/host_reads.h"
@@ -39,44 +41,6 @@ moe::MoEConfig moe1_config(double capacity_factor, double aux_alpha) {
   return c;
 }
 
-// An f64 layer whose every parameter is random (biases too), drawn from `seed`.
-std::shared_ptr<moe::MoE> moe1_layer(const moe::MoEConfig& c, unsigned seed) {
-  nn::manual_seed(seed);
-  auto m = std::make_shared<moe::MoE>(c);
-  m->to(DType::f64);
-  unsigned salt = seed * 100;
-  for (auto& [name, p] : m->named_parameters()) {
-    Tensor r = random_tensor(p->value.shape(), ++salt);
-    if (name == "router.weight") scale_(r, 2.0);  // spread the probabilities out
-    copy_(p->value, r);
-  }
-  return m;
-}
-
-// sum(a * b) over every element.
-double moe1_dot(const Tensor& a, const Tensor& b) {
-  const std::vector<double> x = a.to_vector<double>(), y = b.to_vector<double>();
-  double s = 0;
-  for (std::size_t i = 0; i < x.size(); ++i) s += x[i] * y[i];
-  return s;
-}
-
-// Central differences of loss() in every element of the f64 tensor t (put back after).
-Tensor moe1_numeric(Tensor& t, const std::function<double()>& loss, double h = 1e-6) {
-  Tensor g = Tensor::empty(t.shape(), DType::f64);
-  double* p = t.data<double>();
-  for (std::int64_t i = 0; i < t.numel(); ++i) {
-    const double keep = p[i];
-    p[i] = keep + h;
-    const double up = loss();
-    p[i] = keep - h;
-    const double down = loss();
-    p[i] = keep;
-    g.data<double>()[i] = (up - down) / (2 * h);
-  }
-  return g;
-}
-
 // The layer's gradients of L = <y, w> + aux against central differences, for x and every
 // parameter; returns the largest relative difference (max_rel_diff) of them all.
 double moe1_gradcheck(moe::MoE& m, Tensor x, unsigned seed) {
@@ -87,13 +51,13 @@ double moe1_gradcheck(moe::MoE& m, Tensor x, unsigned seed) {
   auto loss = [&] {
     const Tensor out = m.forward(x);
     m.clear_saved();
-    return moe1_dot(out, w) + m.stats().aux_loss;
+    return dot(out, w) + m.stats().aux_loss;
   };
-  double worst = max_rel_diff(dx, moe1_numeric(x, loss));
+  double worst = max_rel_diff(dx, numeric_gradient(x, loss));
   for (auto& [name, p] : m.named_parameters()) {
     INFO("parameter " << name);
     const Tensor analytic = p->grad.clone();
-    const double d = max_rel_diff(analytic, moe1_numeric(p->value, loss));
+    const double d = max_rel_diff(analytic, numeric_gradient(p->value, loss));
     CHECK(d < 1e-7);
     worst = std::max(worst, d);
   }
@@ -118,7 +82,7 @@ TEST_CASE("moe layer: parameter names are the router's and each expert's", "[moe
 
 TEST_CASE("moe layer: f64 gradients equal central differences (dropless, k = 2, E = 4, aux)",
           "[moe]") {
-  auto m = moe1_layer(moe1_config(0, 0.05), 3);
+  auto m = random_moe(moe1_config(0, 0.05), 3);
   const double worst = moe1_gradcheck(*m, random_tensor({10, 6}, 31), 32);
   CHECK(m->stats().dropped == 0);
   CHECK(m->stats().aux_loss > 0);
@@ -127,7 +91,7 @@ TEST_CASE("moe layer: f64 gradients equal central differences (dropless, k = 2, 
 }
 
 TEST_CASE("moe layer: f64 gradients equal central differences with dropped choices", "[moe]") {
-  auto m = moe1_layer(moe1_config(0.5, 0.05), 4);
+  auto m = random_moe(moe1_config(0.5, 0.05), 4);
   const Tensor x = random_tensor({12, 6}, 41);
   m->eval();
   m->forward(x);
@@ -141,7 +105,7 @@ TEST_CASE("moe layer: f64 gradients equal central differences with dropped choic
 TEST_CASE("moe layer: y[n] is the weighted sum of its kept experts' outputs", "[moe]") {
   for (double factor : {0.0, 0.75}) {
     INFO("capacity factor " << factor);
-    auto m = moe1_layer(moe1_config(factor, 0), 5);
+    auto m = random_moe(moe1_config(factor, 0), 5);
     const std::int64_t N = 16, M = 6, E = 4, k = 2;
     const Tensor x = random_tensor({2, N / 2, M}, 51);  // any leading shape
     const Tensor y = m->forward(x);
@@ -183,7 +147,7 @@ TEST_CASE("moe layer: y[n] is the weighted sum of its kept experts' outputs", "[
 TEST_CASE("moe layer: the bias steers the choice and moves by ±γ against the load", "[moe]") {
   moe::MoEConfig c = moe1_config(0, 0);
   c.bias_gamma = 0.25;
-  auto m = moe1_layer(c, 6);
+  auto m = random_moe(c, 6);
   const Tensor x = random_tensor({20, 6}, 61);
   m->zero_grad();
   m->backward(m->forward(x));
@@ -202,7 +166,7 @@ TEST_CASE("moe layer: the bias steers the choice and moves by ±γ against the l
 }
 
 TEST_CASE("moe layer: an f32 layer routes in f32 and agrees with its f64 twin", "[moe]") {
-  auto m64 = moe1_layer(moe1_config(0, 0.01), 7);
+  auto m64 = random_moe(moe1_config(0, 0.01), 7);
   auto m32 = std::static_pointer_cast<moe::MoE>(m64->clone());
   m32->to(DType::f32);
   const Tensor x = random_tensor({14, 6}, 71);
@@ -220,7 +184,7 @@ TEST_CASE("moe layer on CUDA: forward and backward equal the CPU's", "[moe][gpu]
   for (DType dtype : {DType::f64, DType::f32}) {
     INFO("dtype " << dtype_name(dtype));
     for (double factor : {0.0, 0.75}) {
-      auto cpu = moe1_layer(moe1_config(factor, 0.01), 8);
+      auto cpu = random_moe(moe1_config(factor, 0.01), 8);
       cpu->to(dtype);
       auto gpu = std::static_pointer_cast<moe::MoE>(cpu->clone());
       gpu->to(Device::cuda(0));
@@ -243,7 +207,7 @@ TEST_CASE("moe layer on CUDA: forward and backward equal the CPU's", "[moe][gpu]
 
 TEST_CASE("moe layer: without an input gradient the parameter gradients are the same",
           "[moe]") {
-  auto with = moe1_layer(moe1_config(0.75, 0.01), 9);
+  auto with = random_moe(moe1_config(0.75, 0.01), 9);
   auto without = std::static_pointer_cast<moe::MoE>(with->clone());
   without->set_input_requires_grad(false);
   const Tensor x = random_tensor({12, 6}, 91), dy = random_tensor({12, 6}, 92);
@@ -260,7 +224,7 @@ TEST_CASE("moe layer: without an input gradient the parameter gradients are the 
 }
 
 TEST_CASE("moe layer: the host reads of a step are the routing's, a fixed number", "[moe]") {
-  auto m = moe1_layer(moe1_config(0.75, 0.01), 10);
+  auto m = random_moe(moe1_config(0.75, 0.01), 10);
   const Tensor x = random_tensor({12, 6}, 101), dy = random_tensor({12, 6}, 102);
   m->forward(x);
   m->backward(dy);
