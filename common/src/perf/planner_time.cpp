@@ -40,12 +40,12 @@ TimeEstimate estimate_time(const ModelShape& m, const JobSettings& job, const Cl
   const AlphaBeta tp_link = group_link(cluster.hardware, l.tp, 1);
   const AlphaBeta dp_link = group_link(cluster.hardware, l.dp, l.tp);
   const AlphaBeta pp_link = group_link(cluster.hardware, l.pp, l.tp * l.dp);
-  const AlphaBeta ep_link = group_link(cluster.hardware, l.ep, l.tp);
   const AlphaBeta edp_link = group_link(cluster.hardware, l.dp / l.ep, l.tp * l.ep);
   const double w = job.precision.value_bytes(), g = job.precision.grad_bytes();
   const double tp_allreduce = ring_allreduce_seconds(tp_link, N * C * w, l.tp);
   // EP: 4 all-to-alls per MoE block and micro-batch, k·N tokens of C values on each rank.
-  const double ep_alltoall = alltoall_seconds(ep_link, static_cast<double>(m.moe.top_k) * N * C * w, l.ep);
+  const double ep_alltoall = group_alltoall_seconds(
+      cluster.hardware, static_cast<double>(m.moe.top_k) * N * C * w, l.ep, l.tp);
   // One micro-batch's forward and backward on the slowest stage. FLOPs per token and block:
   // 2 per matrix parameter it meets + the attention core's 4TC, forward; twice that
   // backward; + the recomputed forward.

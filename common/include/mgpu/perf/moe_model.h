@@ -25,6 +25,8 @@
 
 #include <cstdint>
 
+#include "mgpu/perf/time_cost.h"  // Hardware
+
 namespace mgpu::perf {
 
 struct ModelShape;
@@ -38,6 +40,16 @@ struct MoeShape {
   std::int64_t first_dense = 0;     ///< leading layers that stay dense (DeepSeek-V3: 3)
   std::int64_t every = 1;           ///< after those, every layer (1) or every other (2) is MoE
 };
+
+/// The all-to-all's time in a group of `size` ranks `stride` apart on `hw`, each rank's
+/// buffer `bytes` bytes (lesson 04's pairwise exchange: p-1 messages of n/p bytes each).
+/// Inside one node: (p-1)·α_intra + (p-1)/p·n·β_intra, lesson 04's formula. A group across
+/// nodes has q of its ranks on each node: q-1 messages stay inside the node, p-q cross the
+/// network, where every group of its kind exchanges at the same time, so a rank gets one
+/// GPU's share of its node's network, inter_bw / gpus_per_node:
+///   (p-1)·α_inter + n/p·((q-1)·β_intra + (p-q)·gpus_per_node/inter_bw).
+/// 0 for one rank. Throws mgpu::Error for size or stride < 1.
+double group_alltoall_seconds(const Hardware& hw, double bytes, int size, int stride);
 
 /// Whether block `layer` (0-based) of `model` is an MoE layer.
 bool is_moe_layer(const ModelShape& model, std::int64_t layer);
