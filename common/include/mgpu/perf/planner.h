@@ -46,6 +46,17 @@
 ///             all after the last micro-batch, not hidden
 ///     fixed   the device's per-step floor
 ///
+/// Mixtures of experts (moe_model.h): a layout's ep divides dp (Megatron-LM's folding: DP x EP
+/// adds no ranks); an EP group is ep consecutive replicas (tp apart), inside a node where
+/// ep·tp fits in one. The routed experts of a stage (E/ep of each MoE block, cut by tp) keep
+/// their model states over the expert-data group of dp/ep replicas, the rest over all dp;
+/// DP's collectives run for each group with its own parameters. A token's FLOPs count the
+/// k + S experts it goes to, not E. EP adds, per MoE block and micro-batch, 4 all-to-alls of
+/// k·N·C·w bytes a rank (group_alltoall_seconds: lesson 04's (P-1)α + (P-1)/P·n·β inside a
+/// node; across nodes one GPU's share of the network per rank), not hidden: ep_comm_s. An
+/// MoE block's activations swap the GELU MLP's for k copies of each token (C values), the
+/// k + S experts' hidden values and the router's E probabilities (fp32).
+///
 /// A group's link: inside one node (its ranks within gpus_per_node consecutive ranks),
 /// alpha = intra_latency_s and beta = 1/intra_busbw. A group across nodes shares each
 /// node's network with the other groups of its kind, which communicate at the same time:
