@@ -35,7 +35,8 @@ perf::Hardware two_nodes() {
 
 TEST_CASE("MoE presets: Mixtral 8x7B and DeepSeek-V3's parameters, all and active, as published",
           "[perf][planner][moe]") {
-  // "Mixtral of Experts": 46.7B parameters, 12.9B active per token.
+  // Mistral AI's "Mixtral of experts" announcement: 46.7B parameters, 12.9B active per
+  // token (the paper, "Mixtral of Experts", rounds to 47B and 13B).
   const perf::ModelShape mixtral = perf::model_preset("mixtral-8x7b");
   CHECK(relative(static_cast<double>(mixtral.parameters()), 46.7e9) < 0.01);
   CHECK(relative(static_cast<double>(mixtral.active_parameters()), 12.9e9) < 0.01);
