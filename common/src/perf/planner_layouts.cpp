@@ -48,7 +48,7 @@ std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const J
              model.moe.shared_experts, " shared, MoE every ", model.moe.every,
              " layer(s) after ", model.moe.first_dense,
              " dense: k must be 1 to E, every at least 1, the others at least 0");
-  MGPU_CHECK(model.rotary || model.seq <= model.position_rows(), "plan: a sequence of ", model.seq,
+  MGPU_CHECK(model.seq <= model.position_rows(), "plan: a sequence of ", model.seq,
              " tokens is past the model's context of ", model.position_rows(),
              " (the position table's rows)");
   std::vector<Layout> out;
