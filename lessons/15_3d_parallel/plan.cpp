@@ -158,7 +158,8 @@ int plan(const Flags& f) {
                 "experts split over e of them)\n",
                 static_cast<long long>(m.moe.experts), static_cast<long long>(m.moe.top_k),
                 static_cast<long long>(m.moe.shared_experts),
-                static_cast<long long>(perf::moe_layers_in(m, 0, m.n_layer)), m.active_parameters() / 1e6);
+                static_cast<long long>(perf::moe_layers_in(m, 0, m.n_layer)),
+                m.active_parameters() / 1e6);
   std::printf("cluster: %s, %d GPUs (%d node(s) of %d), %.3g TFLOP/s each (%s)%s, memory %s\n",
               hw.name.c_str(), hw.ranks(), hw.nodes, hw.gpus_per_node, c.flops / 1e12,
               f.tflops > 0 ? "--tflops" : f.gpus > 0 ? "the default by hand" : "the hardware file",

@@ -17,7 +17,7 @@ ModelShape model_preset(const std::string& name) {
   if (name == "tiny") return ModelShape{65, 128, 4, 4, 128, 128};
   if (name == "gpt2-small") return ModelShape{50257, 1024, 12, 12, 768, 1024};
   if (name == "gpt3-6.7b") return ModelShape{50257, 2048, 32, 32, 4096, 2048};
-  if (name == "gpt-tiny-moe") {  // lesson 16: gpt-tiny with 4 experts (hidden 4C), k = 2, blocks 1, 3
+  if (name == "gpt-tiny-moe") {  // lesson 16: gpt-tiny, 4 experts (hidden 4C), k = 2, blocks 1, 3
     ModelShape m{65, 128, 4, 4, 128, 128};
     m.moe.experts = 4;
     m.moe.top_k = 2;

@@ -63,7 +63,8 @@ double stage_parameters(const ModelShape& m, const Layout& l, int stage) {
   }
   if (stage == 0) params += V * C + (m.rotary ? 0 : static_cast<double>(m.position_rows()) * C);
   // The final norm; the tied table's copy (pp > 1) or the untied head.
-  if (stage == l.pp - 1) params += block_norm_parameters(m) / 2 + (l.pp > 1 || !m.tied_head ? V * C : 0);
+  if (stage == l.pp - 1)
+    params += block_norm_parameters(m) / 2 + (l.pp > 1 || !m.tied_head ? V * C : 0);
   return params;
 }
 
@@ -97,7 +98,8 @@ MemoryEstimate estimate_memory(const ModelShape& m, const JobSettings& job, cons
     if (job.schedule == "interleaved") in_flight *= 1 + (l.pp - 1) / (l.pp * v);
     const std::int64_t first_block = first_block_of_stage(m.n_layer, l.pp, s);
     double act = 0;
-    for (std::int64_t blk = first_block; blk < first_block + blocks_of_stage(m.n_layer, l.pp, s); ++blk)
+    const std::int64_t end_block = first_block + blocks_of_stage(m.n_layer, l.pp, s);
+    for (std::int64_t blk = first_block; blk < end_block; ++blk)
       act += block_activations_kept(m, job, l.tp, blk) * in_flight;
     // The embedding's output is the first block's input (counted there); with dropout its
     // mask, 1 byte a value (Korthikanti et al.'s s·b·h·p/t under SP).

@@ -81,8 +81,8 @@ TimeEstimate estimate_time(const ModelShape& m, const JobSettings& job, const Cl
   e.bubble_s = (l.pp - 1) / v * t_mb;
   if (l.pp > 1) {
     const double message = pp_link.alpha + N * C * w * pp_link.beta;
-    e.pp_comm_s = 2 * (micro + l.pp - 2) * message +
-                  (m.tied_head ? ring_allreduce_seconds(pp_link, V * C * g, 2) : 0);  // the tied table
+    e.pp_comm_s = 2 * (micro + l.pp - 2) * message +  // + the tied table's all-reduce
+                  (m.tied_head ? ring_allreduce_seconds(pp_link, V * C * g, 2) : 0);
   }
   // DP: a reduce-scatter or an all-gather is half a ring all-reduce (the same p-1 steps);
   // the dense parameters over all dp replicas, the routed experts' over the dp/ep that

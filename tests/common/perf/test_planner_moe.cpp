@@ -14,7 +14,9 @@ namespace perf = mgpu::perf;
 
 namespace {
 
-bool close_to(double a, double b) { return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b)); }
+bool close_to(double a, double b) {
+  return std::abs(a - b) <= 1e-9 * std::max(std::abs(a), std::abs(b));
+}
 
 double relative(double got, double want) { return std::abs(got - want) / want; }
 
@@ -85,7 +87,8 @@ TEST_CASE("MoE memory per rank: experts / EP, their states sharded over the expe
   CHECK(close_to(e.optimizer, 8 * dense / 4 + 8 * (experts / 2) / 2));  // ZeRO-1 over 4 and 2
   // ZeRO-3: the experts' weights sharded over 2 (DP / EP), the dense over 4.
   job.zero_stage = 3;
-  CHECK(close_to(perf::estimate_memory(m, job, l).parameters, 4 * dense / 4 + 4 * (experts / 2) / 2));
+  CHECK(close_to(perf::estimate_memory(m, job, l).parameters,
+                 4 * dense / 4 + 4 * (experts / 2) / 2));
   // Candidates: EP divides DP and the experts (4): DP4 gives EP 1, 2 and 4.
   int with_ep = 0;
   for (const perf::Layout& c : perf::candidate_layouts(4, m, perf::JobSettings{}))
@@ -100,7 +103,8 @@ TEST_CASE("all-to-all: (P-1)α + (P-1)/P·n·β inside a node, the network's sha
           "[perf][planner][moe]") {
   const perf::Hardware hw = two_nodes();
   const double n = 1e6;
-  CHECK(close_to(perf::alltoall_seconds(perf::AlphaBeta{5e-6, 1e-11}, n, 4), 3 * 5e-6 + 0.75 * n * 1e-11));
+  CHECK(close_to(perf::alltoall_seconds(perf::AlphaBeta{5e-6, 1e-11}, n, 4),
+                 3 * 5e-6 + 0.75 * n * 1e-11));
   CHECK(perf::alltoall_seconds(perf::AlphaBeta{5e-6, 1e-11}, n, 1) == 0);
   // 4 ranks inside a node: lesson 04's formula with the node's link.
   CHECK(close_to(perf::group_alltoall_seconds(hw, n, 4, 1),
@@ -132,7 +136,8 @@ TEST_CASE("EP's all-to-alls in the step: a group across nodes pays the network; 
   const perf::TimeEstimate inside = perf::estimate_time(m, job, c, perf::Layout{4, 2, 1, 2});
   const perf::TimeEstimate across = perf::estimate_time(m, job, c, perf::Layout{4, 2, 1, 4});
   CHECK(close_to(inside.ep_comm_s, ep_time(2, 2)));
-  CHECK(close_to(inside.ep_comm_s, micro * 8 * perf::alltoall_seconds(perf::AlphaBeta{5e-6, 1 / 100e9}, k * N * C * w, 2)));
+  CHECK(close_to(inside.ep_comm_s,
+                 micro * 8 * perf::alltoall_seconds(perf::AlphaBeta{5e-6, 1 / 100e9}, k * N * C * w, 2)));
   CHECK(close_to(across.ep_comm_s,
                  micro * 8 * (3 * 10e-6 + k * N * C * w / 4 * (1 / 100e9 + 2 * 4 / 100e9))));
   CHECK(across.ep_comm_s > 2 * inside.ep_comm_s);
@@ -142,6 +147,7 @@ TEST_CASE("EP's all-to-alls in the step: a group across nodes pays the network; 
   more.moe.experts = 64;
   const perf::Layout l{4, 2, 1, 2};
   const double router_flops = 3 * 2 * (64 - 4) * C * 2 /*MoE blocks*/ / 2 /*tp*/ * N * micro;
-  CHECK(close_to(perf::estimate_time(more, job, c, l).compute_s - perf::estimate_time(m, job, c, l).compute_s,
-                 router_flops / c.flops));
+  const double extra =
+      perf::estimate_time(more, job, c, l).compute_s - perf::estimate_time(m, job, c, l).compute_s;
+  CHECK(close_to(extra, router_flops / c.flops));
 }
