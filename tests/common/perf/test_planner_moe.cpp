@@ -151,3 +151,39 @@ TEST_CASE("EP's all-to-alls in the step: a group across nodes pays the network; 
       perf::estimate_time(more, job, c, l).compute_s - perf::estimate_time(m, job, c, l).compute_s;
   CHECK(close_to(extra, router_flops / c.flops));
 }
+
+TEST_CASE("DeepSeek-V3-like on 2,048 GPUs: the report's layout by hand, EP layouts that fit",
+          "[perf][planner][moe]") {
+  const perf::ModelShape ds = perf::model_preset("deepseek-v3-like");
+  const double expert = 3.0 * 7168 * 2048;
+  // PP16 x EP64 (DP128): 61 blocks, the first 13 stages 4 blocks. Stage 0 holds blocks 0-3
+  // (one MoE), stage 1 blocks 4-7 (four): 256/64 = 4 experts of each on a rank.
+  const perf::Layout report{128, 1, 16, 64};
+  CHECK(report.str() == "DP128 (EP64) x TP1 x PP16");
+  CHECK(close_to(perf::stage_expert_parameters(ds, report, 0), 1 * 4 * expert));
+  CHECK(close_to(perf::stage_expert_parameters(ds, report, 1), 4 * 4 * expert));
+  // 8 nodes of 8, 400 Gb/s a GPU, 80 GiB, bf16, flash attention, full recomputation.
+  perf::Cluster c;
+  c.hardware.nodes = 256;
+  c.hardware.gpus_per_node = 8;
+  c.hardware.intra_busbw = 370e9;
+  c.hardware.intra_latency_s = 3e-6;
+  c.hardware.inter_bw = 8 * 50e9;
+  c.hardware.inter_latency_s = 8e-6;
+  c.flops = 400e12;
+  c.memory_bytes = 80.0 * (1ull << 30);
+  perf::JobSettings job;
+  job.global_batch = 15360;
+  job.precision.name = "bf16";
+  job.flash_attention = true;
+  job.recompute = "full";
+  int fitting_with_ep = 0;
+  for (const perf::PlanEntry& e : perf::plan_layouts(ds, job, c))
+    if (e.fits && e.layout.ep > 1) ++fitting_with_ep;
+  CHECK(fitting_with_ep > 0);
+  // The report's EP group spans 8 nodes: its all-to-alls pay the network, 56 of 63 messages.
+  const perf::TimeEstimate t = perf::estimate_time(ds, job, c, report);
+  const double bytes = 8.0 * 4096 * 7168 * 2;  // k·N·C·w
+  const double one = 63 * 8e-6 + bytes / 64 * (7 / 370e9 + 56 / 50e9);
+  CHECK(close_to(t.ep_comm_s, 120 * 4 * 4 * one));  // 120 micro-batches, 4 MoE blocks, 4 each
+}
