@@ -10,6 +10,8 @@
 //   what_if --hardware lessons/09_time_cost/hardware.json --workload one_rank.jsonl
 //   what_if --alpha-us 500 --beta-ns 8 --workload one_rank.jsonl --ranks 2   a link given by hand
 //   what_if ... --devices 1      the ranks share one device's worth of compute (more ranks than cores)
+//   what_if --hardware lessons/09_time_cost/hardware.json --alltoall-mib 441   an all-to-all of
+//     441 MiB a rank (lesson 16's expert parallelism) over each cluster's ranks
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
@@ -24,6 +26,7 @@
 #include <vector>
 
 #include "mgpu/app/flags.h"
+#include "mgpu/perf/moe_model.h"
 #include "mgpu/perf/time_cost.h"
 #include "workload_io.h"
 
@@ -38,6 +41,7 @@ struct Options {
   int allreduce_ranks = 2;
   double alpha_us = -1, beta_ns = -1;
   double devices = 0;  // 0: every rank has a device of its own
+  double alltoall_mib = 0;  // > 0: the all-to-all table for this many MiB a rank
   std::string ranks = "1,2,3,4";
   std::int64_t batch = 0, global_batch = 0;
 };
@@ -152,7 +156,27 @@ void predict_hardware(const std::string& path, const Workload* measured_cnn) {
               "kind; compute as assumed above)\n");
 }
 
+// Part 3: lesson 16's all-to-all on the table's clusters, beside the ring all-reduce of the
+// same buffer (group_alltoall_seconds: inside a node lesson 04's (P-1)a + (P-1)/P n b; across
+// nodes one GPU's share of the node's network for the messages that leave it).
+void predict_alltoall(const std::string& path, double mib) {
+  const HardwareTable table = read_hardware_table(path);
+  const double bytes = mib * 1048576.0;
+  std::printf("\nall-to-all of %.1f MiB a rank over all ranks (%s)\n", mib, path.c_str());
+  std::printf("%-24s %5s %13s %13s\n", "hardware", "ranks", "all-to-all", "all-reduce");
+  for (const Hardware& hw : table.hardware)
+    std::printf("%-24s %5d %11.2fms %11.2fms\n", hw.name.c_str(), hw.ranks(),
+                1e3 * group_alltoall_seconds(hw, bytes, hw.ranks(), 1),
+                1e3 * ring_allreduce_seconds(effective_link(hw), bytes, hw.ranks()));
+  std::printf("(the all-reduce: one flat ring at effective_link's alpha and beta)\n");
+}
+
 int run(const Options& o) {
+  if (o.alltoall_mib > 0) {
+    MGPU_CHECK(!o.hardware.empty(), "--alltoall-mib needs --hardware FILE (the clusters)");
+    predict_alltoall(o.hardware, o.alltoall_mib);
+    if (o.workload.empty()) return 0;
+  }
   parse_ranks(o.ranks);  // a wrong list is refused before any file is read
   MGPU_CHECK(o.batch == 0 || o.global_batch == 0, "--batch ", o.batch, " and --global-batch ",
              o.global_batch, " exclude each other: --batch is weak scaling's samples per rank, "
@@ -225,6 +249,9 @@ int main(int argc, char** argv) {
                  "batch_per_rank, step_ms) to compare with");
   app.add_option("--hardware", o.hardware, "the what-if table (lessons/09_time_cost/hardware.json)");
   app.add_option("--json", o.json_out, "write the predictions (and errors) as JSON lines");
+  app.add_option("--alltoall-mib", o.alltoall_mib, "with --hardware: the all-to-all of this many "
+                 "MiB a rank over each cluster's ranks (lesson 16's expert parallelism)")
+      ->check(mgpu::app::non_negative_real());
   CLI11_PARSE(app, argc, argv);
   try {
     return run(o);

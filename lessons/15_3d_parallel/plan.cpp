@@ -5,12 +5,15 @@
 // activations) and the predicted step time (compute, TP's all-reduces, the pipeline's bubble
 // and messages, DP's collectives), those that fit first, fastest first, and marks the rows
 // the model cannot tell apart (mgpu/perf/planner.h and training_memory.h hold the formulas).
+// A mixture of experts adds EP, folded into DP, and its all-to-alls (mgpu/perf/moe_model.h).
 // With --measured it prints measured step times beside the prediction and the error.
 //
 //   build/solutions/15_3d_parallel/plan --model gpt2-small --cluster "8 GPUs, NVLink" --batch 32
 //   build/solutions/15_3d_parallel/plan --model gpt3-6.7b --gpus 64 --memory-gib 80
 //       --tflops 400 --inter-gbit 400 --inter-per gpu --batch 512 --precision bf16
 //       --recompute selective --flash
+//   build/solutions/15_3d_parallel/plan --model deepseek-v3-like --gpus 2048 --memory-gib 80
+//       --tflops 400 --inter-gbit 400 --inter-per gpu --batch 4096 --precision bf16 --top 10
 //   build/solutions/15_3d_parallel/plan --hardware lessons/15_3d_parallel/machine.json
 //       --cluster "this machine, 4 ranks" --model tiny --measured measured.jsonl
 #include <CLI/CLI.hpp>
@@ -27,6 +30,7 @@
 #include "mgpu/app/flags.h"
 #include "mgpu/app/run.h"
 #include "mgpu/io/atomic_file.h"
+#include "mgpu/perf/model_presets.h"
 #include "mgpu/perf/planner.h"
 
 namespace {
@@ -74,12 +78,7 @@ std::map<std::tuple<int, int, int>, double> read_measured(const std::string& pat
 }
 
 perf::ModelShape model_of(const Flags& f) {
-  // The presets: lesson 12's gpt-tiny, GPT-2 small, and GPT-3 6.7B (the GPT-3 paper's
-  // "Language Models are Few-Shot Learners" Table 2.1: 32 layers, d = 4096, 32 heads, 2048
-  // tokens of context), all with learned positions and the tied head of lesson 12's GPT.
-  perf::ModelShape m = f.model == "tiny"        ? perf::ModelShape{65, 128, 4, 4, 128, 128}
-                       : f.model == "gpt3-6.7b" ? perf::ModelShape{50257, 2048, 32, 32, 4096, 2048}
-                                                : perf::ModelShape{50257, 1024, 12, 12, 768, 1024};
+  perf::ModelShape m = perf::model_preset(f.model);  // mgpu/perf/model_presets.h: the papers
   if (f.layers > 0) m.n_layer = f.layers;
   if (f.heads > 0) m.n_head = f.heads;
   if (f.embd > 0) m.n_embd = f.embd;
@@ -153,6 +152,14 @@ int plan(const Flags& f) {
               static_cast<long long>(m.n_embd), static_cast<long long>(m.seq),
               static_cast<long long>(m.position_rows()), static_cast<long long>(m.vocab_size),
               m.parameters() / 1e6);
+  if (m.moe.experts > 0)
+    std::printf("experts: %lld routed (k = %lld) + %lld shared per MoE layer, %lld MoE layers: "
+                "%.1fM parameters active per token; EP divides DP (DPn (EPe): n replicas, the "
+                "experts split over e of them)\n",
+                static_cast<long long>(m.moe.experts), static_cast<long long>(m.moe.top_k),
+                static_cast<long long>(m.moe.shared_experts),
+                static_cast<long long>(perf::moe_layers_in(m, 0, m.n_layer)),
+                m.active_parameters() / 1e6);
   std::printf("cluster: %s, %d GPUs (%d node(s) of %d), %.3g TFLOP/s each (%s)%s, memory %s\n",
               hw.name.c_str(), hw.ranks(), hw.nodes, hw.gpus_per_node, c.flops / 1e12,
               f.tflops > 0 ? "--tflops" : f.gpus > 0 ? "the default by hand" : "the hardware file",
@@ -186,10 +193,11 @@ int plan(const Flags& f) {
   const double unit = gib ? 1ull << 30 : 1 << 20;
   const char* u = gib ? "GiB" : "MiB";
   const std::string in_u = std::string(" ") + u;
-  std::printf("%-3s %-18s %4s | %9s %9s %9s %9s %9s | %9s %8s %8s %8s %8s %9s%s\n", "#", "layout",
+  const bool moe = m.moe.experts > 0;
+  std::printf("%-3s %-*s %4s | %9s %9s %9s %9s %9s | %9s %8s %8s %8s %8s %s%9s%s\n", "#", moe ? 26 : 18, "layout",
               "fits", ("param" + in_u).c_str(), ("grad" + in_u).c_str(), ("optim" + in_u).c_str(),
               ("activ" + in_u).c_str(), ("total" + in_u).c_str(), "compute", "tp comm", "bubble",
-              "pp comm", "dp comm", "step ms", measured.empty() ? "" : "  measured   error");
+              "pp comm", "dp comm", moe ? " ep comm " : "", "step ms", measured.empty() ? "" : "  measured   error");
   int shown = 0;
   double worst = 0;
   for (const perf::PlanEntry& e : all) {
@@ -197,11 +205,13 @@ int plan(const Flags& f) {
     ++shown;
     const perf::TimeEstimate& t = e.time;
     const std::string rank = e.tie ? "1=" : std::to_string(shown);
-    std::printf("%-3s %-18s %4s | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.2f %8.2f %8.2f %8.2f %8.2f %9.2f",
-                rank.c_str(), e.layout.str().c_str(), e.fits ? "yes" : "no", e.memory.parameters / unit,
+    std::printf("%-3s %-*s %4s | %9.1f %9.1f %9.1f %9.1f %9.1f | %9.2f %8.2f %8.2f %8.2f %8.2f ",
+                rank.c_str(), moe ? 26 : 18, e.layout.str().c_str(), e.fits ? "yes" : "no", e.memory.parameters / unit,
                 e.memory.gradients / unit, e.memory.optimizer / unit, e.memory.activations / unit,
                 e.memory.total() / unit, 1e3 * t.compute_s, 1e3 * t.tp_comm_s, 1e3 * t.bubble_s,
-                1e3 * t.pp_comm_s, 1e3 * t.dp_comm_s, 1e3 * t.step_s());
+                1e3 * t.pp_comm_s, 1e3 * t.dp_comm_s);
+    if (moe) std::printf("%8.2f ", 1e3 * t.ep_comm_s);
+    std::printf("%9.2f", 1e3 * t.step_s());
     const auto it = measured.find({e.layout.dp, e.layout.tp, e.layout.pp});
     if (it != measured.end()) {
       const double err = (t.step_s() - it->second) / it->second;
@@ -234,7 +244,7 @@ int main(int argc, char** argv) {
   cli.add_option("--inter-per", f.inter_per, "the network figure (--inter-gbit, or the file's inter_gbit) is per node or per GPU (one NIC a GPU)")->check(CLI::IsMember({"node", "gpu"}))->capture_default_str();
   cli.add_option("--inter-us", f.inter_us, "by hand: latency between nodes, microseconds")->check(app::non_negative_real())->capture_default_str();
   cli.add_option("--memory-gib", f.memory_gib, "memory per GPU in GiB (0: the file's device.memory_gib, or unlimited)")->check(app::non_negative_real())->capture_default_str();
-  cli.add_option("--model", f.model, "tiny (gpt-tiny), gpt2-small or gpt3-6.7b")->check(CLI::IsMember({"tiny", "gpt2-small", "gpt3-6.7b"}))->capture_default_str();
+  cli.add_option("--model", f.model, "tiny (gpt-tiny), gpt2-small, gpt3-6.7b, or the mixtures of experts gpt-tiny-moe, mixtral-8x7b, deepseek-v3-like")->check(CLI::IsMember(perf::model_preset_names()))->capture_default_str();
   cli.add_option("--layers", f.layers, "blocks (default: the model's)")->check(app::positive_integer(1 << 20));
   cli.add_option("--heads", f.heads, "attention heads (default: the model's)")->check(app::positive_integer(1 << 20));
   cli.add_option("--embd", f.embd, "C (default: the model's)")->check(app::positive_integer(1 << 24));

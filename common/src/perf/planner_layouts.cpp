@@ -1,4 +1,5 @@
-// The planner's candidates: every dp x tp x pp of the ranks the model and the batch allow.
+// The planner's candidates: every dp x tp x pp of the ranks the model and the batch allow,
+// and for an MoE model every ep that divides dp and the experts.
 #include <sstream>
 
 #include "mgpu/error.h"
@@ -6,14 +7,11 @@
 
 namespace mgpu::perf {
 
-std::int64_t ModelShape::parameters() const {
-  const std::int64_t C = n_embd;
-  return vocab_size * C + position_rows() * C + n_layer * (12 * C * C + 13 * C) + 2 * C;
-}
-
 std::string Layout::str() const {
   std::ostringstream out;
-  out << "DP" << dp << " x TP" << tp << " x PP" << pp;
+  out << "DP" << dp;
+  if (ep > 1) out << " (EP" << ep << ")";
+  out << " x TP" << tp << " x PP" << pp;
   return out.str();
 }
 
@@ -42,6 +40,14 @@ std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const J
   MGPU_CHECK(model.n_layer >= 1 && model.n_head >= 1 && model.n_embd % model.n_head == 0,
              "plan: ", model.n_layer, " blocks, ", model.n_head, " heads, C = ", model.n_embd,
              " (C must be a multiple of the heads)");
+  MGPU_CHECK(model.moe.experts == 0 || (model.moe.experts >= 1 && model.moe.top_k >= 1 &&
+                                        model.moe.top_k <= model.moe.experts &&
+                                        model.moe.shared_experts >= 0 && model.moe.every >= 1 &&
+                                        model.moe.first_dense >= 0 && model.moe.expert_hidden >= 0),
+             "plan: ", model.moe.experts, " experts, k = ", model.moe.top_k, ", ",
+             model.moe.shared_experts, " shared, MoE every ", model.moe.every,
+             " layer(s) after ", model.moe.first_dense,
+             " dense: k must be 1 to E, every at least 1, the others at least 0");
   MGPU_CHECK(model.seq <= model.position_rows(), "plan: a sequence of ", model.seq,
              " tokens is past the model's context of ", model.position_rows(),
              " (the position table's rows)");
@@ -53,7 +59,12 @@ std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const J
       const int pp = gpus / dp / tp;
       const int chunks = job.schedule == "interleaved" ? job.virtual_stages : 1;
       if (pp * chunks > model.n_layer) continue;
-      out.push_back(Layout{dp, tp, pp});
+      // EP divides the replicas and the experts; a dense model has ep = 1 alone.
+      for (int ep = 1; ep <= dp; ++ep) {
+        if (dp % ep != 0 || (ep > 1 && (model.moe.experts == 0 || model.moe.experts % ep != 0)))
+          continue;
+        out.push_back(Layout{dp, tp, pp, ep});
+      }
     }
   }
   return out;

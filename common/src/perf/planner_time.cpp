@@ -1,5 +1,6 @@
 // The planner's step time (planner.h): compute and TP's all-reduces per micro-batch on the
-// slowest stage, the pipeline's bubble and messages, DP's gradient reduction, the floor.
+// slowest stage, EP's all-to-alls, the pipeline's bubble and messages, DP's gradient
+// reduction (dense and expert groups), the floor.
 #include <algorithm>
 #include <cmath>
 
@@ -34,49 +35,70 @@ TimeEstimate estimate_time(const ModelShape& m, const JobSettings& job, const Cl
   const double ranks = static_cast<double>(l.dp) * l.tp * l.pp;
   const double slowdown =
       cluster.compute_devices > 0 ? std::max(1.0, ranks / cluster.compute_devices) : 1.0;
-  // Links: TP on consecutive ranks, DP tp apart, PP tp·dp apart.
+  // Links: TP on consecutive ranks, DP tp apart, PP tp·dp apart; EP groups ep consecutive
+  // replicas (tp apart), the expert-data group the replicas tp·ep apart.
   const AlphaBeta tp_link = group_link(cluster.hardware, l.tp, 1);
   const AlphaBeta dp_link = group_link(cluster.hardware, l.dp, l.tp);
   const AlphaBeta pp_link = group_link(cluster.hardware, l.pp, l.tp * l.dp);
+  const AlphaBeta edp_link = group_link(cluster.hardware, l.dp / l.ep, l.tp * l.ep);
   const double w = job.precision.value_bytes(), g = job.precision.grad_bytes();
   const double tp_allreduce = ring_allreduce_seconds(tp_link, N * C * w, l.tp);
-  // FLOPs per token and block beyond forward + backward: the recomputed forward.
-  double redo = 0;
-  if (job.recompute == "full") redo += 24 * C * C + 4 * T * C;
-  if (job.recompute == "selective" && !job.flash_attention) redo += 4 * T * C;  // QKᵀ, AV
-  if (job.flash_attention) redo += 2 * T * C;  // QKᵀ again in flash attention's backward
-  // One micro-batch's forward and backward on the slowest stage.
-  double t_mb = 0, stage_params_max = 0;
+  // EP: 4 all-to-alls per MoE block and micro-batch, k·N tokens of C values on each rank.
+  const double ep_alltoall = group_alltoall_seconds(
+      cluster.hardware, static_cast<double>(m.moe.top_k) * N * C * w, l.ep, l.tp);
+  // One micro-batch's forward and backward on the slowest stage. FLOPs per token and block:
+  // 2 per matrix parameter it meets + the attention core's 4TC, forward; twice that
+  // backward; + the recomputed forward.
+  double t_mb = 0, stage_params_max = 0, expert_params_max = 0;
+  std::int64_t first_block = 0;
   for (int s = 0; s < l.pp; ++s) {
-    const double blocks = static_cast<double>(blocks_of_stage(m.n_layer, l.pp, s));
-    double flops_per_token = blocks * (3 * (24 * C * C + 4 * T * C) + redo) / tp;
+    const std::int64_t blocks = blocks_of_stage(m.n_layer, l.pp, s);
+    double flops_per_token = 0;
+    for (std::int64_t blk = first_block; blk < first_block + blocks; ++blk) {
+      const double forward = 2 * block_matmul_parameters(m, blk) + 4 * T * C;
+      double redo = 0;
+      if (job.recompute == "full") redo += forward;
+      if (job.recompute == "selective" && !job.flash_attention) redo += 4 * T * C;  // QKᵀ, AV
+      if (job.flash_attention) redo += 2 * T * C;  // QKᵀ again in flash attention's backward
+      flops_per_token += (3 * forward + redo) / tp;
+    }
     if (s == l.pp - 1) flops_per_token += 3 * 2 * C * V / tp;
     const double compute = flops_per_token * N / cluster.flops * slowdown;
-    const double comm = blocks * 4 * tp_allreduce;
-    if (compute + comm >= t_mb) {
-      t_mb = compute + comm;
+    const double comm = static_cast<double>(blocks) * 4 * tp_allreduce;
+    const double ep_comm =
+        static_cast<double>(moe_layers_in(m, first_block, first_block + blocks)) * 4 * ep_alltoall;
+    if (compute + comm + ep_comm >= t_mb) {
+      t_mb = compute + comm + ep_comm;
       e.compute_s = micro * compute;
       e.tp_comm_s = micro * comm;
+      e.ep_comm_s = micro * ep_comm;
     }
     stage_params_max = std::max(stage_params_max, stage_parameters(m, l, s));
+    expert_params_max = std::max(expert_params_max, stage_expert_parameters(m, l, s));
+    first_block += blocks;
   }
   const double v = job.schedule == "interleaved" ? job.virtual_stages : 1;
   e.bubble_s = (l.pp - 1) / v * t_mb;
   if (l.pp > 1) {
     const double message = pp_link.alpha + N * C * w * pp_link.beta;
-    e.pp_comm_s = 2 * (micro + l.pp - 2) * message +
-                  ring_allreduce_seconds(pp_link, V * C * g, 2);  // the tied table
+    e.pp_comm_s = 2 * (micro + l.pp - 2) * message +  // + the tied table's all-reduce
+                  (m.tied_head ? ring_allreduce_seconds(pp_link, V * C * g, 2) : 0);
   }
-  // DP: a reduce-scatter or an all-gather is half a ring all-reduce (the same p-1 steps).
-  const double psi = stage_params_max;
-  const double reduce_scatter = 0.5 * ring_allreduce_seconds(dp_link, psi * g, l.dp);
-  const double all_gather = 0.5 * ring_allreduce_seconds(dp_link, psi * w, l.dp);
-  switch (job.zero_stage) {
-    case 0: e.dp_comm_s = ring_allreduce_seconds(dp_link, psi * g, l.dp); break;
-    case 1: e.dp_comm_s = reduce_scatter + all_gather; break;
-    case 2: e.dp_comm_s = micro * reduce_scatter + all_gather; break;
-    default: e.dp_comm_s = micro * (reduce_scatter + 2 * all_gather); break;
-  }
+  // DP: a reduce-scatter or an all-gather is half a ring all-reduce (the same p-1 steps);
+  // the dense parameters over all dp replicas, the routed experts' over the dp/ep that
+  // hold the same experts.
+  const auto data_parallel = [&](const AlphaBeta& link, double psi, int p) {
+    const double reduce_scatter = 0.5 * ring_allreduce_seconds(link, psi * g, p);
+    const double all_gather = 0.5 * ring_allreduce_seconds(link, psi * w, p);
+    switch (job.zero_stage) {
+      case 0: return ring_allreduce_seconds(link, psi * g, p);
+      case 1: return reduce_scatter + all_gather;
+      case 2: return micro * reduce_scatter + all_gather;
+      default: return micro * (reduce_scatter + 2 * all_gather);
+    }
+  };
+  e.dp_comm_s = data_parallel(dp_link, stage_params_max, l.dp);
+  if (expert_params_max > 0) e.dp_comm_s += data_parallel(edp_link, expert_params_max, l.dp / l.ep);
   e.fixed_s = cluster.step_floor_s;
   return e;
 }

@@ -1,6 +1,7 @@
 /// @file link_model.h
 /// @brief The alpha-beta model of a link: what the performance model (time_cost.h) charges
-/// for communication. ring_allreduce_seconds is the library's (link_model.cpp);
+/// for communication. ring_allreduce_seconds and
+/// alltoall_seconds are the library's (link_model.cpp);
 /// fit_alpha_beta is lesson 04's task 4 (lessons/04_collectives/alpha_beta.cpp), and the
 /// library compiles its reference (solutions/04_collectives/).
 #pragma once
@@ -20,6 +21,12 @@ struct AlphaBeta {
 /// The ring all-reduce time the model predicts for `bytes` bytes on `p` ranks:
 /// T = 2(p-1) alpha + 2 (p-1)/p n beta (0 on one rank).
 double ring_allreduce_seconds(const AlphaBeta& model, double bytes, int p);
+
+/// The pairwise all-to-all's time (lesson 04) for a buffer of `bytes` bytes on each of `p`
+/// ranks, a 1/p block of it to every rank: p-1 messages of n/p bytes leave each rank,
+/// T = (p-1) alpha + (p-1)/p n beta (0 on one rank). Expert parallelism's dispatch and
+/// combine (lesson 16) are such exchanges.
+double alltoall_seconds(const AlphaBeta& model, double bytes, int p);
 
 /// One measurement: an all-reduce of `bytes` bytes took `seconds`.
 struct AllReduceTiming {

@@ -46,6 +46,17 @@
 ///             all after the last micro-batch, not hidden
 ///     fixed   the device's per-step floor
 ///
+/// Mixtures of experts (moe_model.h): a layout's ep divides dp (Megatron-LM's folding: DP x EP
+/// adds no ranks); an EP group is ep consecutive replicas (tp apart), inside a node where
+/// ep·tp fits in one. The routed experts of a stage (E/ep of each MoE block, cut by tp) keep
+/// their model states over the expert-data group of dp/ep replicas, the rest over all dp;
+/// DP's collectives run for each group with its own parameters. A token's FLOPs count the
+/// k + S experts it goes to, not E. EP adds, per MoE block and micro-batch, 4 all-to-alls of
+/// k·N·C·w bytes a rank (group_alltoall_seconds: lesson 04's (P-1)α + (P-1)/P·n·β inside a
+/// node; across nodes one GPU's share of the network per rank), not hidden: ep_comm_s. An
+/// MoE block's activations swap the GELU MLP's for k copies of each token (C values), the
+/// k + S experts' hidden values and the router's E probabilities (fp32).
+///
 /// A group's link: inside one node (its ranks within gpus_per_node consecutive ranks),
 /// alpha = intra_latency_s and beta = 1/intra_busbw. A group across nodes shares each
 /// node's network with the other groups of its kind, which communicate at the same time:
@@ -60,6 +71,7 @@
 #include <vector>
 
 #include "mgpu/perf/link_model.h"
+#include "mgpu/perf/moe_model.h"
 #include "mgpu/perf/time_cost.h"
 #include "mgpu/perf/training_memory.h"
 
@@ -78,8 +90,19 @@ struct ModelShape {
   /// Rows of the position table: positions, or seq when that is 0. A sequence longer than
   /// this has no positions: the model's context.
   std::int64_t position_rows() const { return positions > 0 ? positions : seq; }
-  /// Parameters of the whole model (embeddings, blocks, ln_f; the head is tied).
+  std::int64_t ffn_hidden = 0;     ///< the dense MLP's hidden size (0: 4C, lesson 12's)
+  bool gated_mlp = false;          ///< SwiGLU MLPs: three matrices (gate, up, down), not two
+  bool biases = true;              ///< biases and LayerNorms (false: none, and RMSNorms)
+  bool rotary = false;             ///< rotary positions: no position table
+  bool tied_head = true;           ///< the head is the token table (false: its own V·C)
+  /// One block's attention parameters (0: lesson 12's 4C² + 4C); another attention's, as
+  /// grouped-query or multi-head latent attention, given whole.
+  double attention_params = 0;
+  MoeShape moe = {};               ///< the experts (moe.experts = 0: a dense model)
+  /// Parameters of the whole model (embeddings, blocks, final norm, the head when untied).
   std::int64_t parameters() const;
+  /// Parameters one token uses: the dense ones and k + S experts per MoE layer.
+  std::int64_t active_parameters() const;
 };
 
 /// How a step runs: the batch, the micro-batches, the schedule, the sharding.
@@ -112,7 +135,10 @@ struct Layout {
   int dp = 1;  ///< data-parallel replicas
   int tp = 1;  ///< tensor-parallel ranks per stage
   int pp = 1;  ///< pipeline stages
-  /// "DP2 x TP2 x PP1".
+  /// Expert-parallel ranks: a divisor of dp (Megatron-LM's folding: the experts split over
+  /// ep of the dp replicas, adding no ranks); the expert-data group is dp / ep.
+  int ep = 1;
+  /// "DP2 x TP2 x PP1", and " (EP2)" after the DP when ep > 1.
   std::string str() const;
 };
 
@@ -135,10 +161,11 @@ struct TimeEstimate {
   double bubble_s = 0;    ///< the pipeline's fill and drain: (pp-1)/v micro-batch times
   double pp_comm_s = 0;   ///< activations and their gradients between stages, tied table
   double dp_comm_s = 0;   ///< DP's collectives: the gradients' reduction, ZeRO's all-gathers
+  double ep_comm_s = 0;   ///< EP's all-to-alls of those m micro-batches on the slowest stage
   double fixed_s = 0;     ///< the per-step floor
   /// The sum.
   double step_s() const {
-    return compute_s + tp_comm_s + bubble_s + pp_comm_s + dp_comm_s + fixed_s;
+    return compute_s + tp_comm_s + bubble_s + pp_comm_s + dp_comm_s + ep_comm_s + fixed_s;
   }
 };
 
@@ -162,8 +189,14 @@ std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const J
 /// Blocks stage `stage` of `pp` holds (numpy's array_split: the first L % pp stages one more).
 std::int64_t blocks_of_stage(std::int64_t n_layer, int pp, int stage);
 
-/// Parameters one TP rank of stage `stage` holds (the model states' formula above).
+/// Parameters one TP rank of stage `stage` holds (the model states' formula above), the
+/// routed experts left out: those reduced and sharded over all dp replicas.
 double stage_parameters(const ModelShape& model, const Layout& layout, int stage);
+
+/// Routed-expert parameters one rank of stage `stage` holds: E/ep experts of each MoE
+/// block, cut by tp as the dense matrices (Megatron-LM's expert TP = TP); reduced and
+/// sharded over the expert-data group of dp/ep replicas.
+double stage_expert_parameters(const ModelShape& model, const Layout& layout, int stage);
 
 /// The memory formula above for one layout.
 MemoryEstimate estimate_memory(const ModelShape& model, const JobSettings& job, const Layout& layout);
