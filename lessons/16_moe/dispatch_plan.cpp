@@ -17,7 +17,7 @@ int expert_owner(std::int64_t expert, std::int64_t experts, int ep_size) {
              " is outside 0 .. ", experts - 1);
   int owner = 0;
   // What you have: expert, experts (E), ep_size (P), already checked: P >= 1 divides E.
-  // TODO(task2) BEGIN: chapter §"Dispatch", task 2: owner = the rank of the EP group that
+  // TODO(task2) BEGIN: chapter §4, task 2: owner = the rank of the EP group that
   // holds `expert`, each rank holding L = E/P consecutive experts (rank q: q·L .. q·L + L - 1).
   // Invariants: 0 <= owner < P; expert 0 on rank 0, expert E - 1 on rank P - 1; P = 1 puts
   // every expert on rank 0, P = E one expert per rank. Stuck: tools/hint 16 2 (about 1 line).
@@ -46,7 +46,7 @@ DispatchPlan make_dispatch_plan(const Routing& routing, const std::vector<std::i
   // dropped; an expert's kept slots are 0, 1, ... as capacity_slots numbers them); plan, its
   // tokens_per_expert (E zeros) and send_counts (P zeros) ready; expert_owner (above);
   // std::vector, std::stable_sort with a comparator of your own.
-  // TODO(task2) BEGIN: chapter §"Dispatch", task 2: plan.order = the kept choices c (slot >=
+  // TODO(task2) BEGIN: chapter §4, task 2: plan.order = the kept choices c (slot >=
   // 0), sorted by expert and, within an expert, by slot; plan.tokens_per_expert[e] = the
   // kept choices of expert e; plan.send_counts[q] = the kept choices whose expert rank q
   // holds. Invariants: a dropped choice appears nowhere; order holds each kept choice once;

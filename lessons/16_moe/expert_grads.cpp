@@ -1,7 +1,7 @@
-// Task 5: which ranks a gradient is summed over, and the scale. The design question of
-// expert parallelism × data parallelism: a dense weight has a copy on every rank, an expert
-// on every rank with the same place in its EP group, and each rank's loss averages its own
-// tokens only.
+// Task 5: over which ranks each gradient is summed, and by what the sum is scaled: the
+// design question of expert parallelism × data parallelism. Which ranks hold a copy of a
+// weight, and which tokens has each copy's gradient seen once the all-to-alls' backward is
+// done?
 #include "mgpu/error.h"
 #include "mgpu/parallel/moe/expert_grads.h"
 
@@ -14,13 +14,19 @@ ExpertGradGroups expert_grad_groups(int world, int ep, int rank) {
   MGPU_CHECK(rank >= 0 && rank < world, "expert_grad_groups: rank ", rank, " is outside 0 .. ",
              world - 1);
   ExpertGradGroups g;
-  // TODO(task5) BEGIN
-  for (int w = 0; w < world; ++w) g.dense.ranks.push_back(w);
-  for (int w = rank % ep; w < world; w += ep) g.expert.ranks.push_back(w);
-  // Every rank's tokens reach every expert's gradient (through the all-to-alls), each
-  // weighted 1/N by its own rank's mean: both sums then divide by the world's replicas.
-  g.dense.scale = 1.0 / world;
-  g.expert.scale = 1.0 / world;
+  // What you have: world, ep, rank (checked above); world rank w is rank w % ep of EP group
+  // w / ep and holds that EP rank's experts; g.dense and g.expert, each a GradReduction
+  // {ranks (ascending, this rank among them), scale}: the gradient is summed over `ranks`,
+  // then multiplied by `scale`.
+  // TODO(task5) BEGIN: chapter §9, task 5: g.dense for a weight every rank holds (router,
+  // attention, norms), g.expert for a weight of this rank's experts. Invariant: after the
+  // reductions every rank's gradients equal one process's gradients of the mean loss over
+  // all world ranks' tokens, where each rank's loss averages its own N tokens (the same N
+  // on every rank) and an expert's gradient on its rank is the backward of the tokens that
+  // every rank of its EP group sent it through the all-to-alls. Stuck: tools/hint 16 5
+  // (about 4 lines).
+  MGPU_FAIL("TODO(task5): expert_grad_groups is not written yet (lessons/16_moe/expert_grads.cpp); world ",
+            world, ", EP ", ep, ", rank ", rank);
   // TODO(task5) END
   return g;
 }

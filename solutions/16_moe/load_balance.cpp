@@ -21,7 +21,7 @@ AuxLoss switch_aux_loss(const Tensor& probs, const Routing& routing, double alph
   // What you have: p (probs on the host, row-major: p[n·E + e]), N, E, k, alpha;
   // routing.expert (choice n·k + j: token n's j-th choice); aux, its fraction and mean_prob
   // E zeros, value 0; grad (N·E zeros, row-major like p), which becomes aux.grad_probs below.
-  // TODO(task4) BEGIN: chapter §"Balancing", task 4: aux.fraction[e] = f_e, the choices
+  // TODO(task4) BEGIN: chapter §8, task 4: aux.fraction[e] = f_e, the choices
   // routed to e over N·k (every choice counts, dropped or not); aux.mean_prob[e] = P_e, the
   // mean of probs[:, e] over the N tokens; aux.value = α · E · Σ_e f_e · P_e; grad[n·E + e] =
   // d value / d probs[n, e] with f held constant. Invariants: Σ_e f_e = 1 and Σ_e P_e = 1
@@ -52,7 +52,7 @@ void update_expert_bias(std::vector<double>& bias, const std::vector<std::int64_
              " biases for ", load.size(), " experts' loads");
   // What you have: bias (updated in place), load (choices per expert over the step, all
   // ranks'), gamma (the step of the update).
-  // TODO(task4) BEGIN: chapter §"Balancing", task 4: bias[e] += gamma · sign(mean − load[e]),
+  // TODO(task4) BEGIN: chapter §8, task 4: bias[e] += gamma · sign(mean − load[e]),
   // mean the average of load over the experts. Invariants: an expert loaded exactly at the
   // mean keeps its bias (sign(0) = 0, not a rounding accident); each bias moves by +gamma,
   // -gamma or not at all; no expert: nothing to do. Stuck: tools/hint 16 4 (about 6 lines).

@@ -42,7 +42,7 @@ Routing route_top_k(const Tensor& probs, std::int64_t k, const std::vector<doubl
   // What you have: p (probs on the host, row-major: p[n·E + e]), N, E, k, bias (empty or E
   // long); r, its expert and weight already N·k long; std::partial_sort, std::sort,
   // std::stable_sort (<algorithm>) with a comparator of your own.
-  // TODO(task1) BEGIN: chapter §"Routing", task 1: for every token n, r.expert[n·k + j] (j =
+  // TODO(task1) BEGIN: chapter §2, task 1: for every token n, r.expert[n·k + j] (j =
   // 0 .. k-1) = its k experts of largest score probs[n, e] + bias[e] (no bias: 0), best
   // first, and r.weight[n·k + j] = that expert's probs[n, e] over the sum of the k chosen
   // probs. Invariants: equal scores go to the lower expert index; the bias moves the
@@ -79,7 +79,7 @@ std::int64_t expert_capacity(std::int64_t tokens, std::int64_t k, std::int64_t e
              capacity_factor, "; give a number (<= 0 for no limit)");
   std::int64_t capacity = -1;
   // What you have: tokens (N), k, experts (E), capacity_factor; std::ceil.
-  // TODO(task1) BEGIN: chapter §"Capacity and dropping", task 1: capacity = the slots of one
+  // TODO(task1) BEGIN: chapter §3, task 1: capacity = the slots of one
   // expert, ceil(capacity_factor · N · k / E), rounded up (a fraction of a slot is a slot).
   // Invariants: a capacity_factor <= 0 leaves capacity -1 (dropless); factor 1 with N·k a
   // multiple of E is exactly N·k / E. Stuck: tools/hint 16 1 (about 3 lines).
@@ -98,7 +98,7 @@ std::vector<std::int64_t> capacity_slots(const Routing& routing, std::int64_t ca
   std::vector<std::int64_t> slots(N * k, -1);
   // What you have: routing.expert (choice n·k + j: token n's j-th choice), N, k,
   // routing.experts (E), capacity (-1: no limit); slots, N·k entries of -1 (dropped).
-  // TODO(task1) BEGIN: chapter §"Capacity and dropping", task 1: slots[n·k + j] = the place
+  // TODO(task1) BEGIN: chapter §3, task 1: slots[n·k + j] = the place
   // of choice (n, j) in its expert's buffer, or -1 when dropped, by GShard's priority: choice
   // (n, j) comes before (n', j') when j < j', or j == j' and n < n' (every first choice,
   // tokens in order, before any second choice). A choice is kept when fewer than `capacity`

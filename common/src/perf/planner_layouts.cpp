@@ -29,9 +29,22 @@ std::vector<Layout> candidate_layouts(int gpus, const ModelShape& model, const J
   MGPU_CHECK(job.schedule == "gpipe" || job.schedule == "1f1b" || job.schedule == "interleaved",
              "plan: schedule '", job.schedule, "' (gpipe, 1f1b or interleaved)");
   MGPU_CHECK(job.virtual_stages >= 1, "plan: ", job.virtual_stages, " virtual stages");
+  MGPU_CHECK(job.precision.name == "fp32" || job.precision.name == "bf16" ||
+                 job.precision.name == "fp16",
+             "plan: precision '", job.precision.name, "' (fp32, bf16 or fp16)");
+  MGPU_CHECK(job.zero_stage >= 0 && job.zero_stage <= 3, "plan: ZeRO stage ", job.zero_stage,
+             " (0 to 3)");
+  MGPU_CHECK(job.recompute == "none" || job.recompute == "selective" || job.recompute == "full",
+             "plan: recompute '", job.recompute, "' (none, selective or full)");
+  MGPU_CHECK(model.vocab_size >= 1 && model.seq >= 1 && model.n_embd >= 1 && model.positions >= 0,
+             "plan: vocabulary ", model.vocab_size, ", T = ", model.seq, ", C = ", model.n_embd,
+             ", ", model.positions, " positions: each must be at least 1");
   MGPU_CHECK(model.n_layer >= 1 && model.n_head >= 1 && model.n_embd % model.n_head == 0,
              "plan: ", model.n_layer, " blocks, ", model.n_head, " heads, C = ", model.n_embd,
              " (C must be a multiple of the heads)");
+  MGPU_CHECK(model.seq <= model.position_rows(), "plan: a sequence of ", model.seq,
+             " tokens is past the model's context of ", model.position_rows(),
+             " (the position table's rows)");
   std::vector<Layout> out;
   for (int dp = gpus; dp >= 1; --dp) {
     if (gpus % dp != 0 || job.global_batch % (dp * job.micro_batch) != 0) continue;

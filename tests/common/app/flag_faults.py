@@ -5,7 +5,7 @@ and what to do instead, and a non-zero exit status; nothing hangs, nothing is ha
   flag_faults.py --build build [--mpirun tools/mpirun]
 
 Checked: lessons 13-15's train and lesson 15's plan (counts, seeds, grid extents, a cluster
-by hand: the validators of lesson 01's flags), a flag of two values given one (--betas 0.9 --train-samples 256, the shared flag
+by hand: the validators of lesson 01's flags; plan's refusals one line and nothing else), a flag of two values given one (--betas 0.9 --train-samples 256, the shared flag
 parsing, through lesson 10's train), lesson 09's what_if (rank lists, batches, a link by
 hand), lesson 04's bench_allreduce (a message larger than memory, a world of one rank),
 lesson 10's --gradient-as-bucket-view with ZeRO and lesson 08's loss-scaling flags where
@@ -29,9 +29,11 @@ def run(cmd, timeout=120):
     return p.returncode, p.stdout + p.stderr
 
 
-def expect_refused(name, cmd, texts, timeout=120):
+def expect_refused(name, cmd, texts, timeout=120, one_line=False):
     rc, out = run(cmd, timeout)
     problems = []
+    if one_line and rc is not None and len(out.strip().splitlines()) != 1:
+        problems.append('%d lines, not one' % len(out.strip().splitlines()))
     if rc is None:
         problems.append(out)
     elif rc == 0:
@@ -82,9 +84,16 @@ def main():
     hand = [plan, '--model', 'tiny', '--gpus', '8']
     for flag, value, must in [('--gpus-per-node', '0', 'a positive integer'), ('--intra-gbs', '0', 'a number > 0'),
                               ('--gpus', '-8', 'a positive integer'), ('--memory-gib', '-1', 'a number >= 0'),
-                              ('--layers', '-2', '0 or a positive integer'), ('--embd', '-5', '0 or a positive integer')]:
+                              ('--layers', '-2', 'a positive integer'), ('--embd', '-5', 'a positive integer'),
+                              ('--layers', '0', 'a positive integer'), ('--seq', '0', 'a positive integer'),
+                              ('--tflops', '0', 'a number > 0')]:
         expect_refused('plan%s-%s' % (flag, value), hand + [flag, value],
-                       ["%s: must be %s, got '%s'" % (flag, must, value)])
+                       ["%s: must be %s, got '%s'" % (flag, must, value)], one_line=True)
+    # What the flags' validators cannot see, the planner refuses before its first line.
+    expect_refused('plan-seq-past-context', hand + ['--seq', '129'],
+                   ["a sequence of 129 tokens is past the model's context of 128"], one_line=True)
+    expect_refused('plan-heads-not-dividing', hand + ['--heads', '5'],
+                   ["C must be a multiple of the heads"], one_line=True)
 
     # Lesson 09's what_if: every flag checked before anything is predicted.
     link = [what_if, '--workload', WORKLOAD, '--alpha-us', '50', '--beta-ns', '1']

@@ -40,18 +40,22 @@ struct ExpertExchange {
 // ---- Task 3: dispatch and combine (expert_exchange.cpp) ----------------------------------------
 
 /// Exchanges the plan's counts over `group` (of the plan's ep_size ranks) in one all_to_all
-/// of an i64 tensor on the CPU, so that each rank knows what it will receive. Throws when the
-/// group's size is not the plan's ep_size.
+/// of an i64 tensor on the CPU, so that each rank knows what it will receive. Throws, before
+/// any traffic, when the group's size is not the plan's ep_size or the plan's E counts do
+/// not split over it.
 ExpertExchange exchange_counts(const DispatchPlan& plan, dist::ProcessGroup& group);
 
 /// rows [S, M], S = sum of ex.send_counts, in the plan's order -> this rank's experts' rows
 /// [R, M], R = sum of ex.recv_counts, expert-major: local expert 0's rows (rank 0's, then rank
 /// 1's, ...), then local expert 1's, ... One all_to_all with split sizes; rows keep their
-/// dtype and device; values only move (exact).
+/// dtype, device and row shape ([S, M], [S, a, b], ...); values only move (exact). A rank
+/// may send or receive no rows. Throws, before any traffic, when the group's size is not
+/// ex.ep_size or rows are not S rows.
 Tensor to_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessGroup& group);
 
 /// The inverse of to_experts: expert-major [R, M] -> [S, M] in the plan's order, on the ranks
-/// the rows came from. from_experts(to_experts(x)) == x exactly. One all_to_all.
+/// the rows came from. from_experts(to_experts(x)) == x exactly. One all_to_all. Throws,
+/// before any traffic, when the group's size is not ex.ep_size or rows are not R rows.
 Tensor from_experts(const Tensor& rows, const ExpertExchange& ex, dist::ProcessGroup& group);
 
 }  // namespace mgpu::parallel::moe

@@ -3,7 +3,7 @@
 /// and by what the sum is scaled.
 ///
 /// `world` ranks train as data-parallel replicas of the dense layers, each on its own
-/// tokens, its loss the mean over its own tokens. The experts are split over EP groups of
+/// tokens (the same number on every rank), its loss the mean over its own tokens. The experts are split over EP groups of
 /// `ep` consecutive ranks: world rank w is rank w mod ep of EP group w / ep, and holds that
 /// EP rank's experts. The gradients must come out as one process's would for the mean loss
 /// over all world ranks' tokens.
