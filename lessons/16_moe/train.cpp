@@ -1,6 +1,7 @@
 // train: lesson 16's program. gpt-tiny-moe (lesson 12's GPT, every other block's MLP a
 // Mixture of Experts: mgpu/parallel/gpt/moe_gpt.h) on --dp data-parallel ranks whose
-// experts are split over EP groups of --ep consecutive ranks: a plan applied to the one GPT.
+// experts are split over EP groups of --ep consecutive ranks (--tp splits attention, the MoE
+// then runs whole on each TP rank): a plan applied to the one GPT.
 // Rank d reads windows [d·B/DP, (d+1)·B/DP) of the global batch. With --check every rank
 // also trains one process's model on each rank's windows in turn and prints both losses:
 // capacity counts one forward's tokens, so one process drops what each rank drops.
@@ -27,24 +28,23 @@ namespace grid = mgpu::parallel::grid;
 namespace gpt = mgpu::parallel::gpt;
 
 struct Flags : app::GptProgramFlags {
-  int dp = 0, ep = 1;
+  int dp = 0, tp = 1, ep = 1;
   gpt::MoEGptConfig moe = gpt::MoEGptConfig::tiny();
   std::string balance = "aux", metrics;
 };
 
 int train(Flags& f) {
   std::setvbuf(stdout, nullptr, _IOLBF, 0);
-  std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
+  const std::shared_ptr<dist::ProcessGroup> world = app::quiet_cpu_group();
   const app::GptPlace at = app::place_gpt_ranks(f);  // --device, --backend
   // Step 1) the plan: DP ranks, EP groups of consecutive ones; the experts' routing.
   gpt::GptPlan plan;
-  const int D = f.dp > 0 ? f.dp : world->size(), rank = world->rank();
-  plan.shape = grid::GridShape{D};
+  const int D = f.dp > 0 ? f.dp : world->size() / f.tp, rank = world->rank();
+  plan.shape = grid::GridShape{D, f.tp};
   plan.shape.ep = f.ep;
   grid::check_grid(plan.shape, world->size());
   const gpt::MoEGptConfig moe = f.moe.balanced(gpt::parse_balance(f.balance));
-  MGPU_CHECK(f.batch % D == 0, "--batch-size ", f.batch, " windows over ", D, " replicas: DP must divide it");
-  // Step 2) the data, the one model with its experts, this rank's part, the optimizers.
+  MGPU_CHECK(f.batch % D == 0, "--batch-size ", f.batch, " windows over ", D, " replicas: DP must divide it");  // Step 2) the data, the one model with its experts, this rank's part, the optimizers.
   const data::TextCorpus corpus = app::open_gpt_corpus(f);
   const data::TextLoader loader(corpus.train, f.batch, f.seq, f.seed);  // the global batch
   auto full = app::make_full_gpt(f, corpus, at.device);
@@ -80,14 +80,11 @@ int train(Flags& f) {
       gpt::update_expert_biases(*full);
     }
     // Step 4) across the ranks (not part of the step): the load of every expert of every
-    // layer, the dropped choices, the slowest rank's time.
-    std::vector<std::int64_t> counts;
-    std::int64_t dropped = 0;
-    for (const auto* layer : layers) {
-      counts.insert(counts.end(), layer->stats().routed_per_expert.begin(), layer->stats().routed_per_expert.end());
-      dropped += layer->stats().dropped;
-    }
-    counts.push_back(dropped);
+    // layer and the dropped choices over the TP rank 0 replicas, the slowest rank's time.
+    std::vector<std::int64_t> counts(static_cast<std::size_t>(L * E + 1), 0);
+    for (std::int64_t i = 0; i < L * E && g.coords().tp == 0; ++i)
+      counts[i] = layers[i / E]->stats().routed_per_expert[i % E];
+    for (std::int64_t l = 0; l < L && g.coords().tp == 0; ++l) counts.back() += layers[l]->stats().dropped;
     Tensor summed = Tensor::from_vector(counts, {static_cast<std::int64_t>(counts.size())});
     Tensor slowest = Tensor::from_vector(std::vector<double>{step_s}, {1});
     world->all_reduce(summed, dist::ReduceOp::sum).wait();
@@ -121,7 +118,7 @@ int train(Flags& f) {
   const gpt::MoEParameterCount n = gpt::moe_parameter_count(full->config(), moe);
   const double kib = static_cast<double>(dtype_size(f.value_dtype())) / 1024.0;
   if (rank == 0)
-    std::printf("memory: rank 0 holds %lld parameters (%.1f KiB); formula dense + experts/EP = %lld + %lld/%d = %lld "
+    std::printf("memory: rank 0 holds %lld parameters (%.1f KiB); formula (TP 1) dense + experts/EP = %lld + %lld/%d = %lld "
                 "(%.1f KiB); one process %lld\n%s\n", static_cast<long long>(model.num_parameters()),
                 static_cast<double>(model.num_parameters()) * kib, static_cast<long long>(n.dense),
                 static_cast<long long>(n.experts), f.ep, static_cast<long long>(n.per_rank(f.ep)),
@@ -137,7 +134,8 @@ int main(int argc, char** argv) {
   CLI::App cli{"Lesson 16: train gpt-tiny-moe with its experts split over EP groups of data-parallel "
                "ranks (tools/mpirun -np DP), beside one process."};
   app::add_gpt_program_flags(cli, f, "windows per step, over all ranks", "tokens per window (T)");
-  cli.add_option("--dp", f.dp, "data-parallel ranks (0: the world)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--tp", f.tp, "ranks of each tensor-parallel group (attention's heads)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
+  cli.add_option("--dp", f.dp, "data-parallel ranks (0: the world / TP)")->check(app::non_negative_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--ep", f.ep, "ranks of each EP group (consecutive data ranks; divides DP and E)")->check(app::positive_integer(app::kMaxGridExtent))->capture_default_str();
   cli.add_option("--experts", f.moe.experts, "experts per MoE layer (E)")->check(app::positive_integer(1024))->capture_default_str();
   cli.add_option("--top-k", f.moe.k, "experts per token (k)")->check(app::positive_integer(1024))->capture_default_str();

@@ -1,5 +1,6 @@
 // The library's GPT with experts (moe_gpt.h) under a plan with EP (gpt_plan.h), under
-// mpirun at 1, 2 and 4 ranks: DP = the world, EP the world (and EP 2 x 2 groups at 4).
+// mpirun at 1, 2 and 4 ranks: DP = the world, EP the world (and EP 2 x 2 groups, and DP 2
+// x TP 2 with EP 2, at 4; TP 2 at 2).
 // Over 3 AdamW steps in f64 the loss, the auxiliary loss, every dense gradient and, on the
 // ranks that hold them, the experts' gradients equal one process that runs each rank's
 // windows in turn (1e-12), dropless and with capacity (a rank's capacity counts its own
@@ -75,24 +76,32 @@ std::unique_ptr<nn::GPT> gptmoe_model(const gpt::MoEGptConfig& experts) {
   return model;
 }
 
-// The EP sizes at this world size: the world, and 2 (x 2 groups) at 4 ranks.
-std::vector<int> gptmoe_ep_sizes(int W) {
-  std::vector<int> eps{W};
-  if (W == 4) eps.push_back(2);
-  return eps;
+// The layouts at this world size: DP the world with EP the world, and at 4 ranks EP 2 (x 2
+// groups) and DP 2 x TP 2 with EP 2 (the MoE whole on each TP rank); TP 2 alone at 2 ranks.
+struct GptMoeLayout {
+  int dp = 1, tp = 1, ep = 1;
+};
+std::vector<GptMoeLayout> gptmoe_layouts(int W) {
+  std::vector<GptMoeLayout> out{{W, 1, W}};
+  if (W == 2) out.push_back({1, 2, 1});
+  if (W == 4) {
+    out.push_back({4, 1, 2});
+    out.push_back({2, 2, 2});
+  }
+  return out;
 }
 
 }  // namespace
 
 TEST_CASE("GPT with experts under DP x EP equals one process over every rank's windows",
           "[gpt][moe][ep]") {
-  const int W = group().size();
-  for (int ep : gptmoe_ep_sizes(W))
+  for (const GptMoeLayout& layout : gptmoe_layouts(group().size()))
     for (double capacity : {0.0, 1.0}) {
-      INFO("DP " << W << " x EP " << ep << ", capacity factor " << capacity);
+      const int W = layout.dp, ep = layout.ep;  // W: the data-parallel ranks
+      INFO("DP " << W << " x TP " << layout.tp << " with EP " << ep << ", capacity factor " << capacity);
       const gpt::MoEGptConfig experts = gptmoe_experts(capacity);
       gpt::GptPlan plan;
-      plan.shape = grid::GridShape{W};
+      plan.shape = grid::GridShape{W, layout.tp};
       plan.shape.ep = ep;
       const grid::ProcessGrid g(plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
       const std::unique_ptr<nn::GPT> one_model = gptmoe_model(experts), full = gptmoe_model(experts);
@@ -119,6 +128,9 @@ TEST_CASE("GPT with experts under DP x EP equals one process over every rank's w
         worst_loss = std::max(worst_loss, std::abs(rep.loss - loss));
         worst_aux = std::max(worst_aux, std::abs(rep.aux_loss - aux));
         for (const auto& [name, p] : model.named_parameters()) {
+          // Under TP a split parameter holds a part (lesson 13's tests check those): the
+          // whole ones here, every MoE parameter among them.
+          if (p->value.shape() != one.parameter(name).value.shape()) continue;
           const double diff = max_abs_diff(p->grad, one.parameter(name).grad);
           (gpt::is_expert_parameter(name) ? worst_expert : worst_grad) =
               std::max(gpt::is_expert_parameter(name) ? worst_expert : worst_grad, diff);
@@ -140,15 +152,16 @@ TEST_CASE("GPT with experts under DP x EP equals one process over every rank's w
       CHECK(expert_grads == 3 * 2 * (4 / ep) * 4);
       double worst_param = 0, worst_bias = 0;
       for (const auto& [name, p] : model.named_parameters())
-        worst_param = std::max(worst_param, max_abs_diff(p->value, one.parameter(name).value));
+        if (p->value.shape() == one.parameter(name).value.shape())
+          worst_param = std::max(worst_param, max_abs_diff(p->value, one.parameter(name).value));
       const auto mine = model.moe_layers(), ref = gpt::moe_layers(one);
       for (std::size_t l = 0; l < mine.size(); ++l)
         for (std::size_t e = 0; e < ref[l]->expert_bias().size(); ++e)
           worst_bias = std::max(worst_bias, std::abs(mine[l]->expert_bias()[e] - ref[l]->expert_bias()[e]));
       INFO("after 3 steps: largest |diff| of a parameter " << worst_param << ", of a bias " << worst_bias);
       CHECK(all_ranks(worst_param <= kGptMoeTol && worst_bias == 0));
-      CHECK(model.num_parameters() ==
-            gpt::moe_parameter_count(gptmoe_config(), experts).per_rank(ep));
+      if (layout.tp == 1)
+        CHECK(model.num_parameters() == gpt::moe_parameter_count(gptmoe_config(), experts).per_rank(ep));
     }
 }
 
@@ -156,7 +169,14 @@ TEST_CASE("a plan with experts refuses what it does not support, naming the fix"
   gpt::GptPlan plan;
   plan.shape = grid::GridShape{4, 2};
   plan.shape.ep = 2;
-  CHECK(contains(error_of([&] { plan.check_experts(2, 4); }), "drop it (TP 1"));
+  plan.check_experts(2, 4);  // TP for attention, the MoE whole on every TP rank
+  plan.sequence_parallel = true;
+  CHECK(contains(error_of([&] { plan.check_experts(2, 4); }), "drop it (no SP"));
+  plan.sequence_parallel = false;
+  plan.shape.cp = 2;
+  plan.attention = gpt::Attention::ring;
+  CHECK(contains(error_of([&] { plan.check_experts(2, 4); }), "context parallelism"));
+  plan = gpt::GptPlan{};
   plan.shape = grid::GridShape{4};
   plan.shape.ep = 2;
   CHECK(contains(error_of([&] { plan.check_experts(0, 4); }), "no MoE layer"));

@@ -91,13 +91,13 @@ void GptPlan::check_experts(std::int64_t moe_layers, std::int64_t experts) const
   if (moe_layers == 0) return;
   MGPU_CHECK(experts % s.ep == 0, "plan: EP ", s.ep, " does not divide the ", experts,
              " experts of each MoE layer; choose --ep among the divisors of E");
-  const char* what = s.tp > 1 || sequence_parallel ? "tensor (and sequence) parallelism"
+  const char* what = sequence_parallel ? "sequence parallelism (the MoE runs whole on every TP rank)"
                      : s.cp > 1 || attention != Attention::local ? "context parallelism"
                      : s.pp > 1 || virtual_stages > 1 ? "a pipeline"
                      : micro_batches > 1 ? "micro-batches" : nullptr;
-  MGPU_CHECK(what == nullptr, "plan ", s.str(), ": a model with MoE layers runs on DP and EP "
-             "alone for now; ", what, " with experts is not supported: drop it (TP 1, CP 1, "
-             "PP 1, 1 micro-batch)");
+  MGPU_CHECK(what == nullptr, "plan ", s.str(), ": a model with MoE layers runs on DP, EP and "
+             "TP (for attention) for now; ", what, " with experts is not supported: drop it "
+             "(no SP, CP 1, PP 1, 1 micro-batch)");
   MGPU_CHECK(grad_sync == GradSync::after_step, "plan: with MoE layers the expert gradients "
              "are reduced over their own groups after the backward; DDP's buckets are not: "
              "average the gradients after the backward (GradSync::after_step)");

@@ -39,6 +39,7 @@ std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
   }
   auto block = std::make_shared<tp::ParallelBlock>(static_cast<nn::Block&>(full),
                                                    g.group(grid::Axis::tp), plan.sequence_parallel);
+  place_experts(*block, g);  // an MoE runs whole on every TP rank: this rank's experts, under EP
   if (plan.regather) block->set_regather_in_backward(true);
   if (plan.attention != Attention::local) {
     const cp::CoreKind kind = plan.attention == Attention::allgather ? cp::CoreKind::allgather

@@ -16,7 +16,8 @@
 ///   EP (lesson 16): shape.ep consecutive data-parallel ranks split the experts of every
 ///      MoE layer (moe_gpt.h); each expert's gradient is summed over the ranks that hold it
 ///      and scaled as lesson 16's expert_grad_groups says, the dense ones averaged over the
-///      data group. For now with DP alone (TP, CP and PP with experts are refused)
+///      data group. For now with DP and TP for attention (the MoE whole on every TP rank);
+///      SP, CP and PP with experts are refused
 ///
 /// A new dimension (zero-bubble schedules) is a new field here.
 #pragma once
@@ -84,8 +85,10 @@ struct GptPlan {
   /// heads is refused by lesson 13's head_shard when the blocks are cut.
   void check(const nn::GPTConfig& config) const;
   /// The same for a model with `moe_layers` MoE layers of `experts` experts each: EP above
-  /// 1 needs MoE layers and an EP that divides E; a model with experts runs on DP (and EP)
-  /// alone for now: TP, SP, CP, PP, micro-batches and DDP are refused, each with the fix.
+  /// 1 needs MoE layers and an EP that divides E; a model with experts runs on DP, EP and
+  /// TP for attention for now (the MoE then runs whole on every TP rank, its EP groups
+  /// among the ranks of one TP coordinate): SP, CP, PP, micro-batches and DDP are refused,
+  /// each with the fix.
   void check_experts(std::int64_t moe_layers, std::int64_t experts) const;
 };
 
