@@ -79,7 +79,9 @@ std::unique_ptr<nn::GPT> gptmoe_model(const gpt::MoEGptConfig& experts) {
 // The layouts at this world size: DP the world with EP the world, and at 4 ranks EP 2 (x 2
 // groups) and DP 2 x TP 2 with EP 2 (the MoE whole on each TP rank); TP 2 alone at 2 ranks.
 struct GptMoeLayout {
-  int dp = 1, tp = 1, ep = 1;
+  int dp = 1;  ///< data-parallel ranks (the windows of each step split over them)
+  int tp = 1;  ///< ranks of a tensor-parallel group (attention's heads)
+  int ep = 1;  ///< ranks of an EP group, consecutive data ranks
 };
 std::vector<GptMoeLayout> gptmoe_layouts(int W) {
   std::vector<GptMoeLayout> out{{W, 1, W}};
@@ -98,13 +100,16 @@ TEST_CASE("GPT with experts under DP x EP equals one process over every rank's w
   for (const GptMoeLayout& layout : gptmoe_layouts(group().size()))
     for (double capacity : {0.0, 1.0}) {
       const int W = layout.dp, ep = layout.ep;  // W: the data-parallel ranks
-      INFO("DP " << W << " x TP " << layout.tp << " with EP " << ep << ", capacity factor " << capacity);
+      INFO("DP " << W << " x TP " << layout.tp << " with EP " << ep << ", capacity factor "
+           << capacity);
       const gpt::MoEGptConfig experts = gptmoe_experts(capacity);
       gpt::GptPlan plan;
       plan.shape = grid::GridShape{W, layout.tp};
       plan.shape.ep = ep;
-      const grid::ProcessGrid g(plan.shape, "mpi", Device::cpu(), quiet_options(test_timeout_s()));
-      const std::unique_ptr<nn::GPT> one_model = gptmoe_model(experts), full = gptmoe_model(experts);
+      const grid::ProcessGrid g(plan.shape, "mpi", Device::cpu(),
+                                quiet_options(test_timeout_s()));
+      const std::unique_ptr<nn::GPT> one_model = gptmoe_model(experts);
+      const std::unique_ptr<nn::GPT> full = gptmoe_model(experts);
       nn::GPT& one = *one_model;
       gpt::ParallelGpt model(*full, plan, g);
       REQUIRE(model.moe_layers().size() == 2);
@@ -157,15 +162,19 @@ TEST_CASE("GPT with experts under DP x EP equals one process over every rank's w
       const auto mine = model.moe_layers(), ref = gpt::moe_layers(one);
       for (std::size_t l = 0; l < mine.size(); ++l)
         for (std::size_t e = 0; e < ref[l]->expert_bias().size(); ++e)
-          worst_bias = std::max(worst_bias, std::abs(mine[l]->expert_bias()[e] - ref[l]->expert_bias()[e]));
-      INFO("after 3 steps: largest |diff| of a parameter " << worst_param << ", of a bias " << worst_bias);
+          worst_bias = std::max(worst_bias,
+                                std::abs(mine[l]->expert_bias()[e] - ref[l]->expert_bias()[e]));
+      INFO("after 3 steps: largest |diff| of a parameter " << worst_param << ", of a bias "
+           << worst_bias);
       CHECK(all_ranks(worst_param <= kGptMoeTol && worst_bias == 0));
-      if (layout.tp == 1)
-        CHECK(model.num_parameters() == gpt::moe_parameter_count(gptmoe_config(), experts).per_rank(ep));
+      if (layout.tp == 1)  // the formula counts TP 1's parameters
+        CHECK(model.num_parameters() ==
+              gpt::moe_parameter_count(gptmoe_config(), experts).per_rank(ep));
     }
 }
 
-TEST_CASE("a plan with experts refuses what it does not support, naming the fix", "[gpt][moe][ep]") {
+TEST_CASE("a plan with experts refuses what it does not support, naming the fix",
+          "[gpt][moe][ep]") {
   gpt::GptPlan plan;
   plan.shape = grid::GridShape{4, 2};
   plan.shape.ep = 2;

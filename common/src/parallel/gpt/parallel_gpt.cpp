@@ -138,6 +138,10 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
   I.moes = parallel::gpt::moe_layers(*I.parts);
   if (!I.moes.empty()) {
     const dist::ProcessGroup& data = I.data_group();
+    // The MoE layer exchanges its counts and sums its load as i64 CPU tensors (moe_layer.h).
+    MGPU_CHECK(data.backend_name() != "nccl", "ParallelGpt: the MoE layers exchange their "
+               "token counts and sum their load as CPU tensors, which NCCL does not move; run "
+               "the grid on the mpi backend (--backend mpi)");
     I.expert_rule = moe::expert_grad_groups(data.size(), s.ep, data.rank());
     for (const auto& [name, param] : I.parts->named_parameters())
       (s.ep > 1 && is_expert_parameter(name) ? I.expert_names : I.dense_names).push_back(name);
