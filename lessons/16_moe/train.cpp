@@ -9,6 +9,7 @@
 //   tools/mpirun -np 4 build/solutions/16_moe/train --ep 4 --steps 10
 //   tools/mpirun -np 4 build/solutions/16_moe/train --ep 2 --balance bias --metrics load.jsonl
 //   tools/mpirun -np 2 build/solutions/16_moe/train --ep 2 --dtype f64 --capacity-factor 0 --steps 3
+//   tools/mpirun -np 4 build/solutions/16_moe/train --tp 2 --ep 2 --data shakespeare
 #include <nlohmann/json.hpp>
 
 #include <algorithm>
@@ -105,9 +106,9 @@ int train(Flags& f) {
       per_layer.push_back(mine);
       ratios.push_back(ratio);
     }
-    std::printf("step %lld loss %.6f aux %.5f%s | load%s | dropped %lld | %.0f tokens/s\n",
+    std::printf("step %lld loss %.6f aux %.5f%s | load%s | dropped %lld | %lld EP all-to-alls | %.0f tokens/s\n",
                 static_cast<long long>(s), loss, rep.aux_loss, check.step_text(loss).c_str(), load.c_str(),
-                static_cast<long long>(counts.back()), tokens_per_s);
+                static_cast<long long>(counts.back()), static_cast<long long>(rep.by_group.ep), tokens_per_s);
     if (metrics.is_open())
       metrics << nlohmann::json{{"step", s}, {"train_loss", loss}, {"aux_loss", rep.aux_loss},
                                 {"load", per_layer}, {"max_over_mean", ratios}, {"dropped", counts.back()},
