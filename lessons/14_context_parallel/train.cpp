@@ -8,7 +8,8 @@
 // together by lesson 05's DDP over the ranks that hold the same parameters (Megatron-LM's
 // way). --tp N: each CP rank is N ranks of lesson 13's tensor
 // parallelism, the ring on this TP rank's heads. --check (the default) trains the unsplit
-// nn::GPT too: in f64 the losses agree to about 1e-15, in f32 to 1e-7.
+// nn::GPT too: in f64 the losses agree to about 1e-15, in f32 to 1e-7. Each step prints the
+// bytes this rank sent by kind beside the chapter's formulas (§7a), the first what it keeps.
 //
 //   tools/mpirun -np 2 build/solutions/14_context_parallel/train --cp 2 --steps 10 [--device cuda]
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --cp 2 --steps 10   (2 CP x 2 DP)
@@ -17,12 +18,12 @@
 //   tools/mpirun -np 4 build/solutions/14_context_parallel/train --seq 1024 --batch-size 1 --steps 3 --no-check
 #include <algorithm>
 #include <cstdio>
-#include <numeric>
 #include <string>
 #include <vector>
 
 #include "mgpu/app/app.h"
 #include "mgpu/app/clock.h"
+#include "mgpu/app/cp_report.h"
 #include "mgpu/app/gpt_program.h"
 #include "mgpu/dist/dist.h"
 #include "mgpu/parallel/gpt/parallel_gpt.h"
@@ -56,9 +57,7 @@ int train(const Flags& f) {
   gpt::GptPlan plan;
   plan.shape = parallel::grid::GridShape{D, TP, 1, P};
   plan.split = f.split == "plain" ? cp::Split::plain : cp::Split::zigzag;
-  plan.attention = f.cp_kind == "allgather" ? gpt::Attention::allgather
-                   : f.cp_kind == "ulysses"  ? gpt::Attention::ulysses
-                   : f.cp_kind == "hybrid"   ? gpt::Attention::hybrid : gpt::Attention::ring;
+  plan.attention = gpt::attention_from_name(f.cp_kind);
   plan.ulysses_size = f.ulysses_size;  // refused by the plan's check without the hybrid
   plan.embedding = plan.head = gpt::Vocab::replicated;
   plan.grad_sync = gpt::GradSync::ddp;
@@ -85,6 +84,7 @@ int train(const Flags& f) {
                 kind.c_str(), D * P > 1 ? ", gradients by DDP over each CP x DP group" : "",
                 f.dtype.c_str(), corpus.source.c_str());
   double loss = 0.0, step_s = 0.0;
+  const std::size_t value_bytes = dtype_size(f.value_dtype());
   for (std::int64_t s = 0; s < f.steps; ++s) {
     // Step 3) replica d reads batch s·D + d; each rank trains on its own positions of it.
     const data::TextBatch batch = at.batch(loader, s * D + g.coords().dp);
@@ -95,48 +95,27 @@ int train(const Flags& f) {
     const double dt = app::now_s() - t0;
     if (s > 0 || f.steps == 1) step_s += dt;  // the first step warms the caches
     check.step(loader, s * D, D, loss);  // the unsplit model on all D batches
-    // The score entries each rank computed (per batch row and head, every layer): the
-    // causal mask's load balance, plain against zigzag.
-    std::vector<std::int64_t> work;
-    for (const cp::CoreStats& st : model.attention_stats_by_cp_rank()) work.push_back(st.work);
-    if (world->rank() == 0) {
-      if (s == 0) {
-        char formula[32] = "not derived under TP";
-        if (TP == 1)
-          std::snprintf(formula, sizeof formula, "%.1f KiB", gpt::kept_bytes_formula(plan, config, f.batch,
-                        f.seq, config.n_layer, dtype_size(f.value_dtype())) / 1024.0);
-        std::printf("memory per rank (rank 0): activations the blocks keep %.1f KiB (formula %s); the "
-                    "attention core's peak in a forward %.1f KiB\nattention score entries per rank (per "
-                    "row and head, %lld layers):", static_cast<double>(rep.kept_bytes) / 1024.0, formula,
-                    static_cast<double>(model.attention_stats().peak) / 1024.0, static_cast<long long>(config.n_layer));
-        for (int r = 0; r < P; ++r)
-          std::printf(" %lld (causal_work x layers %lld)", static_cast<long long>(work[static_cast<std::size_t>(r)]),
-                      static_cast<long long>(cp::causal_work(f.seq, P, r, plan.split) * config.n_layer));
-        const double total = static_cast<double>(std::accumulate(work.begin(), work.end(), std::int64_t{0}));
-        std::printf("; largest / mean %.3f\n",
-                    static_cast<double>(*std::max_element(work.begin(), work.end())) * P / std::max(total, 1.0));
-      }
-      std::printf("step %lld loss %.6f%s collectives CP %lld TP %lld DDP %lld step %.3f s, %.0f tokens/s, "
-                  "peak step memory %.1f KiB, host reads %lld (rank 0)\n", static_cast<long long>(s), loss,
-                  check.step_text(loss).c_str(), static_cast<long long>(rep.by_group.cp),
-                  static_cast<long long>(rep.by_group.tp), static_cast<long long>(rep.by_group.data), dt,
-                  static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(rep.backward_peak_bytes) / 1024.0, static_cast<long long>(rep.host_reads));
-    }
+    // Step 4) what the step kept, computed and sent, beside the chapter's formulas.
+    const std::string first = s == 0 ? app::cp_first_step_lines(model, rep, f.batch, f.seq, value_bytes) : "";
+    if (world->rank() != 0) continue;
+    if (!first.empty()) std::printf("%s\n", first.c_str());
+    std::printf("step %lld loss %.6f%s collectives CP %lld TP %lld DDP %lld step %.3f s, %.0f tokens/s, "
+                "peak step memory %.1f KiB, host reads %lld (rank 0)\n%s\n", static_cast<long long>(s), loss,
+                check.step_text(loss).c_str(), static_cast<long long>(rep.by_group.cp),
+                static_cast<long long>(rep.by_group.tp), static_cast<long long>(rep.by_group.data), dt,
+                static_cast<double>(D * f.batch * f.seq) / dt, static_cast<double>(rep.backward_peak_bytes) / 1024.0,
+                static_cast<long long>(rep.host_reads), app::cp_traffic_line(model, rep, f.batch, f.seq, value_bytes).c_str());
   }
   const std::vector<std::size_t> buckets = model.ddp_bucket_bytes();  // after the rebuild
   if (!buckets.empty() && world->rank() == 0)
     std::printf("%s\n", app::ddp_buckets_line("each CP x DP group (" + std::to_string(g.data_group().size()) +
                                               " ranks)", buckets).c_str());
   // The attention core's CPU seconds per rank of this CP group: the load balance in time.
-  const std::vector<cp::CoreStats> cores = model.attention_stats_by_cp_rank();
-  if (world->rank() == 0) {
-    std::printf("attention core CPU seconds per rank, all steps, forward and backward:");
-    for (const cp::CoreStats& st : cores) std::printf(" %.3f", st.cpu_s);
-    const std::int64_t timed = f.steps > 1 ? f.steps - 1 : 1;
-    std::printf("\ntokens/s over steps 1..%lld: %.0f\n%s\n", static_cast<long long>(timed),
-                static_cast<double>(D * f.batch * f.seq * timed) / std::max(step_s, 1e-9),
-                check.final_line(loss).c_str());
-  }
+  const std::string seconds = app::cp_core_seconds_line(model);
+  const std::int64_t timed = f.steps > 1 ? f.steps - 1 : 1;
+  if (world->rank() == 0)
+    std::printf("%s\ntokens/s over steps 1..%lld: %.0f\n%s\n", seconds.c_str(), static_cast<long long>(timed),
+                static_cast<double>(D * f.batch * f.seq * timed) / std::max(step_s, 1e-9), check.final_line(loss).c_str());
   return 0;
 }
 

@@ -64,11 +64,13 @@ void MpiGroup::shutdown() {
 Work MpiGroup::collective(OpKind kind, const Tensor* t, ReduceOp r, int root,
                           std::function<Poll()> start) {
   OpSignature sig = make_signature(kind, ++collective_seq_, t, r, root, "mpi", id_);
+  if (kind != OpKind::all_to_all) count_collective(kind, t);  // all_to_all counts its pieces
   note_issued(sig, debug_ ? &sig.issued_before : nullptr);
   return engine_->submit(Op{std::move(sig), std::move(start)});
 }
 
 Work MpiGroup::p2p(const std::vector<P2POp>& ops, std::function<Poll()> start) {
+  count_p2p(ops);
   return engine_->submit(Op{p2p_signature(ops, ++p2p_seq_, "mpi", id_), std::move(start)});
 }
 
@@ -181,6 +183,7 @@ Work MpiGroup::all_to_all(const Tensor& output, const Tensor& input,
   const AllToAllPieces p = all_to_all_pieces(output, input, output_split_sizes, input_split_sizes, size());
   mpi_count(input.numel(), "all_to_all");
   mpi_count(output.numel(), "all_to_all");
+  count_all_to_all(p, dtype_size(input.dtype()));
   auto ints = [](const std::vector<std::int64_t>& v) { return std::vector<int>(v.begin(), v.end()); };
   auto ready = ready_event(input);
   MPI_Comm comm = comm_;

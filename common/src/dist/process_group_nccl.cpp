@@ -162,6 +162,7 @@ class NcclGroup final : public BackendGroup {
     const AllToAllPieces p = all_to_all_pieces(output, input, output_split_sizes, input_split_sizes, size());
     check(output, "all_to_all");
     check(input, "all_to_all");
+    count_all_to_all(p, dtype_size(input.dtype()));
     const int world = size();
     // NCCL has no all-to-all call: a send and a receive per rank in one group, which NCCL
     // runs together (no rank's send waits behind its peer's receive).
@@ -253,6 +254,7 @@ class NcclGroup final : public BackendGroup {
     const bool is_send = o.kind == P2POp::Kind::send;
     check(o.tensor, is_send ? "send" : "recv");
     check_rank(is_send ? "send" : "recv", o.peer, size(), is_send ? "destination" : "source");
+    count_p2p({o});
     Held h{o, ready_event(o.tensor), std::make_shared<WorkState>(), ++p2p_seq_};
     h.state->what = p2p_signature({o}, h.seq, "nccl", id_).describe();
     std::weak_ptr<Hold> weak = hold_;
@@ -328,6 +330,7 @@ class NcclGroup final : public BackendGroup {
     hold_->flush();  // held sends and receives go first: issue order is run order
     std::int64_t seq = ++collective_seq_;
     OpSignature sig = make_signature(kind, seq, sig_tensor, r, root, "nccl", id_);
+    if (kind != OpKind::all_to_all) count_collective(kind, sig_tensor);  // all_to_all counts its pieces
     note_issued(sig, debug_ ? &sig.issued_before : nullptr);
     std::shared_ptr<Event> ready = ready_event(order_after);
     Device dev = device_;

@@ -37,6 +37,7 @@
 #include <vector>
 
 #include "mgpu/device.h"
+#include "mgpu/dist/traffic.h"
 #include "mgpu/dist/work.h"
 #include "mgpu/tensor.h"
 
@@ -82,6 +83,10 @@ class ProcessGroup {
   /// name it. Lets a program or test check how many collectives a step costs. -1 for a
   /// group that does not count (a wrapper around another group).
   virtual std::int64_t collectives_issued() const { return -1; }
+  /// What this rank has issued on this group so far and the bytes it carried, by kind
+  /// (traffic.h: exact for all_to_all and send/recv, the ring's bytes for the reductions
+  /// and gathers). All zero for a group that does not count (a wrapper around another).
+  virtual Traffic traffic() const { return {}; }
 
   // ---- collectives: every rank calls them, in the same order ---------------------------
   /// In place: every rank's `tensor` becomes op(all ranks' tensors), elementwise.

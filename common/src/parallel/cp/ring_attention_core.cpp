@@ -6,6 +6,7 @@
 #include <time.h>
 
 #include <algorithm>
+#include <initializer_list>
 
 #include "mgpu/allocator.h"
 #include "mgpu/error.h"
@@ -19,6 +20,13 @@ double thread_cpu_s() {
   timespec ts{};
   clock_gettime(CLOCK_THREAD_CPUTIME_ID, &ts);
   return static_cast<double>(ts.tv_sec) + 1e-9 * static_cast<double>(ts.tv_nsec);
+}
+
+// The bytes of the tensors a forward keeps (undefined ones hold none).
+std::size_t bytes_of(std::initializer_list<const Tensor*> kept) {
+  std::size_t n = 0;
+  for (const Tensor* t : kept) n += t->defined() ? t->nbytes() : 0;
+  return n;
 }
 
 }  // namespace
@@ -74,7 +82,10 @@ Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor
     stats_.work = u.work;
     Tensor y = std::move(u.out);
     u.out = Tensor();
-    if (training) saved_.push(describe(), Saved{Tensor(), Tensor(), Tensor(), CpForward(), std::move(u), HybridForward()});
+    if (training) {
+      stats_.kept = bytes_of({&u.q, &u.k, &u.v, &u.result.out, &u.result.lse});
+      saved_.push(describe(), Saved{Tensor(), Tensor(), Tensor(), CpForward(), std::move(u), HybridForward()});
+    }
     return y;
   }
   if (kind_ == CoreKind::hybrid) {
@@ -84,7 +95,10 @@ Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor
     stats_.work = h.work;
     Tensor y = std::move(h.out);
     h.out = Tensor();
-    if (training) saved_.push(describe(), Saved{Tensor(), Tensor(), Tensor(), CpForward(), UlyssesForward(), std::move(h)});
+    if (training) {
+      stats_.kept = bytes_of({&h.q, &h.k, &h.v, &h.ring.result.out, &h.ring.result.lse});
+      saved_.push(describe(), Saved{Tensor(), Tensor(), Tensor(), CpForward(), UlyssesForward(), std::move(h)});
+    }
     return y;
   }
   CpForward f = kind_ == CoreKind::allgather
@@ -95,7 +109,10 @@ Tensor RingAttentionCore::forward(const Tensor& q, const Tensor& k, const Tensor
   stats_.work = f.work;
   Tensor y = std::move(f.out);
   f.out = Tensor();
-  if (training) saved_.push(describe(), Saved{q, k, v, std::move(f), UlyssesForward(), HybridForward()});
+  if (training) {
+    stats_.kept = bytes_of({&q, &k, &v, &f.result.out, &f.result.lse});
+    saved_.push(describe(), Saved{q, k, v, std::move(f), UlyssesForward(), HybridForward()});
+  }
   return y;
 }
 

@@ -1,4 +1,5 @@
-// A plan's description, its checks, and the chapters' formula for what the blocks keep.
+// A plan's description, its checks, and the chapters' formulas for what the blocks keep
+// and what CP attention sends.
 #include "mgpu/parallel/gpt/gpt_plan.h"
 
 #include <algorithm>
@@ -119,6 +120,36 @@ double kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config, std:
                            : plan.sequence_parallel ? 2 * N * C + (13 * N * C + 4 * N + att) / P
                                                     : 3 * N * C + 4 * N + (12 * N * C + att) / P;
   return per_block * static_cast<double>(blocks) * bytes;
+}
+
+double attention_kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config,
+                                    std::int64_t B, std::int64_t T, std::size_t value_bytes) {
+  if (plan.attention == Attention::local) return 0.0;
+  const double Tr = static_cast<double>(T) / plan.shape.cp, Nr = static_cast<double>(B) * Tr,
+               C = static_cast<double>(config.n_embd) / plan.shape.tp,
+               H = static_cast<double>(config.n_head) / plan.shape.tp;
+  return 3 * Nr * C * static_cast<double>(value_bytes) + (Nr * C + static_cast<double>(B) * H * Tr) * 8.0;
+}
+
+double cp_bytes_per_layer_formula(const GptPlan& plan, const nn::GPTConfig& config,
+                                  std::int64_t B, std::int64_t T, std::size_t value_bytes) {
+  if (plan.attention == Attention::local) return 0.0;
+  const double P = plan.shape.cp, s = static_cast<double>(value_bytes),
+               NC = static_cast<double>(B * T) * static_cast<double>(config.n_embd / plan.shape.tp);
+  // K and V forward and backward in s bytes, dK and dV in f64 (the host kernel's sums).
+  const double ring_values = 4 * s + 2 * 8.0;
+  if (plan.attention == Attention::ulysses) return 8 * (P - 1) / (P * P) * NC * s;
+  if (plan.attention != Attention::hybrid) return (P - 1) / P * NC * ring_values;
+  const double U = plan.ulysses_size_for(config), R = P / U;
+  return 8 * (U - 1) / (U * P) * NC * s + (R - 1) / P * NC * ring_values;
+}
+
+Attention attention_from_name(const std::string& name) {
+  if (name == "ring") return Attention::ring;
+  if (name == "allgather") return Attention::allgather;
+  if (name == "ulysses") return Attention::ulysses;
+  MGPU_CHECK(name == "hybrid", "plan: no attention core \"", name, "\" (ring, allgather, ulysses or hybrid)");
+  return Attention::hybrid;
 }
 
 }  // namespace mgpu::parallel::gpt

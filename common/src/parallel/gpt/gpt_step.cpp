@@ -4,6 +4,7 @@
 #include <algorithm>
 #include <chrono>
 #include <string>
+#include <vector>
 
 #include "mgpu/allocator.h"
 #include "mgpu/copy.h"
@@ -35,6 +36,27 @@ GroupCounts since(const GroupCounts& now, const GroupCounts& before) {
           now.data - before.data, now.ep - before.ep, now.expert_data - before.expert_data};
 }
 
+// What this rank issued so far on its groups, each group once (the data group may be the
+// DP group), and the part of it on the CP group and the hybrid's two sub-groups.
+struct TrafficSoFar {
+  dist::Traffic all, cp;
+};
+
+TrafficSoFar traffic(const ParallelGpt::Impl& I) {
+  std::vector<const dist::ProcessGroup*> cp{&I.cp_group()};
+  if (I.hybrid.ulysses) cp.insert(cp.end(), {I.hybrid.ulysses.get(), I.hybrid.ring.get()});
+  std::vector<const dist::ProcessGroup*> all = cp;
+  all.insert(all.end(), {&I.tp_group(), &I.dp_group(), &I.pp_group(), &I.data_group()});
+  auto sum = [](std::vector<const dist::ProcessGroup*> groups) {
+    std::sort(groups.begin(), groups.end());
+    groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
+    dist::Traffic t;
+    for (const dist::ProcessGroup* g : groups) t += g->traffic();
+    return t;
+  };
+  return {sum(all), sum(cp)};
+}
+
 // The process's peak above `base`, the attention cores' carried peaks included (a core
 // resets the peak to measure its own).
 std::size_t step_peak(const ParallelGpt::Impl& I, const Device& device, std::size_t base) {
@@ -48,6 +70,7 @@ std::size_t step_peak(const ParallelGpt::Impl& I, const Device& device, std::siz
 struct StepStart {
   std::size_t base = 0;
   GroupCounts before;
+  TrafficSoFar traffic_before;
   std::int64_t all_before = 0;
   std::int64_t reads_before = 0;
 };
@@ -57,15 +80,19 @@ StepStart start_step(ParallelGpt::Impl& I, const Device& device) {
   reset_peak_memory(device);
   for (auto& core : I.cores) core->reset_carried_peak();
   I.kept = 0;
-  return {memory_stats(device).allocated, counts(I), I.grid->collectives_issued(), host_reads()};
+  return {memory_stats(device).allocated, counts(I), traffic(I), I.grid->collectives_issued(), host_reads()};
 }
 
-// The end of a step: what the blocks kept, the collectives, the whole step's peak.
+// The end of a step: what the blocks kept, the collectives and their bytes, the whole
+// step's peak.
 void finish_step(const ParallelGpt::Impl& I, const Device& device, const StepStart& start,
                  StepReport& report) {
   report.kept_bytes = I.kept;
   report.by_group = since(counts(I), start.before);
   report.collectives = I.grid->collectives_issued() - start.all_before;
+  const TrafficSoFar now = traffic(I);
+  report.traffic = now.all - start.traffic_before.all;
+  report.cp_traffic = now.cp - start.traffic_before.cp;
   report.peak_bytes = step_peak(I, device, start.base);
   report.host_reads = host_reads() - start.reads_before;
 }

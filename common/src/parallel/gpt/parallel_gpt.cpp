@@ -172,6 +172,7 @@ cp::CoreStats ParallelGpt::attention_stats() const {
     const cp::CoreStats& s = core->stats();
     total.work += s.work;
     total.cpu_s += s.cpu_s;
+    total.kept += s.kept;
     total.peak = std::max(total.peak, s.peak);
     total.carried_peak = std::max(total.carried_peak, s.carried_peak);
   }

@@ -24,6 +24,9 @@ struct CoreStats {
   std::size_t peak = 0;        ///< its largest allocation beyond its inputs in one forward
   double cpu_s = 0;            ///< CPU seconds of the calling thread in its forwards and backwards
   std::size_t carried_peak = 0;  ///< the process's peak it found before measuring its own
+  std::size_t kept = 0;        ///< bytes its last training forward keeps for the backward: the
+                               ///< tensors it holds (q, k, v or their head-sharded twins, the
+                               ///< f64 result and its log-sum-exp)
 };
 
 /// Which context-parallel attention a core runs.

@@ -106,4 +106,26 @@ tp::ShardRange stage_blocks(std::int64_t n_layer, int stages, int stage);
 double kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config, std::int64_t B,
                           std::int64_t T, std::int64_t blocks, std::size_t value_bytes);
 
+/// What one rank's CP attention core keeps for its backward per layer, in bytes, by lesson
+/// 14's formula (§6): q, k, v, 3·N_r·C/TP values of `value_bytes`, and the f64 result with
+/// its log-sum-exp, N_r·C/TP + B·(H/TP)·T_r values (N_r = B·T_r, T_r = T/CP). The same
+/// under the ring, the all-gather, Ulysses and the hybrid (their head-sharded q, k, v and
+/// result hold as many values as the sequence-sharded ones). 0 under the local core.
+double attention_kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config,
+                                    std::int64_t B, std::int64_t T, std::size_t value_bytes);
+
+/// The bytes one rank sends per layer over the CP group (and the hybrid's sub-groups), by
+/// lesson 14's formulas (§7, §7a; N = B·T, C/TP the TP rank's features, s = `value_bytes`):
+/// ring and all-gather K/V (P−1)/P·N·C·(4s + 2·8): K and V twice in s bytes, dK and dV in
+/// f64 (the library's kernels sum them on the host), 6(P−1)/P·N·C·s where s is 8 (the
+/// all-gather's and reduce-scatter's bytes counted as the ring's, dist/traffic.h); Ulysses
+/// 8(P−1)/P²·N·C·s; the hybrid (U × R) 8(U−1)/(U·P)·N·C·s + (R−1)/P·N·C·(4s + 2·8).
+/// 0 under the local core.
+double cp_bytes_per_layer_formula(const GptPlan& plan, const nn::GPTConfig& config,
+                                  std::int64_t B, std::int64_t T, std::size_t value_bytes);
+
+/// The attention core lesson 14's --cp-kind names: "ring", "allgather", "ulysses" or
+/// "hybrid". Throws for another name.
+Attention attention_from_name(const std::string& name);
+
 }  // namespace mgpu::parallel::gpt

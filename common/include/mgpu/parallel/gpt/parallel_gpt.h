@@ -38,6 +38,7 @@
 #include <vector>
 
 #include "mgpu/data/text.h"
+#include "mgpu/dist/traffic.h"
 #include "mgpu/nn/gpt.h"
 #include "mgpu/nn/module.h"
 #include "mgpu/parallel/cp/ring_attention_core.h"
@@ -83,6 +84,11 @@ struct StepReport {
   std::int64_t message_bytes = 0;    ///< their bytes
   std::int64_t collectives = 0;      ///< collectives on all of its groups together
   GroupCounts by_group;              ///< the same, per group
+  dist::Traffic traffic;             ///< what this rank issued on all its groups and the bytes
+                                     ///< it sent, by kind (dist/traffic.h; the hybrid's groups
+                                     ///< and the PP group's sends included)
+  dist::Traffic cp_traffic;          ///< the part of `traffic` on the CP group (and the
+                                     ///< hybrid's Ulysses and ring groups): attention's
   std::size_t peak_bytes = 0;        ///< peak bytes allocated above the step's start, whole step
   std::size_t backward_peak_bytes = 0;  ///< the same up to the end of the backward
   std::size_t kept_bytes = 0;        ///< what the blocks kept for the backward (micro-batch 0)
@@ -134,8 +140,8 @@ class ParallelGpt {
   const std::vector<pp::PipeOp>& order() const;
   /// This TP rank's rows of the vocabulary padded to a multiple of TP, and the real size.
   tp::ShardRange vocab_rows() const;
-  /// The CP attention cores' measurements summed over this rank's layers (work and CPU
-  /// seconds summed, peaks the largest); all zero without CP.
+  /// The CP attention cores' measurements summed over this rank's layers (work, CPU
+  /// seconds and kept bytes summed, peaks the largest); all zero without CP.
   cp::CoreStats attention_stats() const;
   /// attention_stats() of every rank of this rank's CP group, in CP rank order (work and
   /// CPU seconds; peaks this rank's own). Collective over the CP group: every rank calls it.
