@@ -145,6 +145,8 @@ TEST_CASE("GPT with experts under DP x EP equals one process over every rank's w
         // gradients in one all-reduce over the ranks that hold them (none where EP is DP).
         CHECK(rep.by_group.ep == (ep > 1 ? 5 * 2 : 0));
         CHECK(rep.by_group.expert_data == (ep > 1 && W / ep > 1 ? 1 : 0));
+        CHECK(rep.traffic.all_to_all.ops == rep.by_group.ep);  // no other group's all-to-all
+        CHECK((rep.traffic.all_to_all.bytes > 0) == (ep > 1));
         opt.step();
         one_opt.step();
         gpt::update_expert_biases(one);

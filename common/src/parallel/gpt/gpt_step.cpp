@@ -37,7 +37,8 @@ GroupCounts since(const GroupCounts& now, const GroupCounts& before) {
 }
 
 // What this rank issued so far on its groups, each group once (the data group may be the
-// DP group), and the part of it on the CP group and the hybrid's two sub-groups.
+// DP group; the EP and expert-data groups where EP is above 1), and the part of it on the
+// CP group and the hybrid's two sub-groups.
 struct TrafficSoFar {
   dist::Traffic all, cp;
 };
@@ -47,6 +48,8 @@ TrafficSoFar traffic(const ParallelGpt::Impl& I) {
   if (I.hybrid.ulysses) cp.insert(cp.end(), {I.hybrid.ulysses.get(), I.hybrid.ring.get()});
   std::vector<const dist::ProcessGroup*> all = cp;
   all.insert(all.end(), {&I.tp_group(), &I.dp_group(), &I.pp_group(), &I.data_group()});
+  if (I.grid->ep_group())  // the MoE layers' all-to-alls, the experts' gradients
+    all.insert(all.end(), {I.grid->ep_group().get(), &I.grid->expert_data_group()});
   auto sum = [](std::vector<const dist::ProcessGroup*> groups) {
     std::sort(groups.begin(), groups.end());
     groups.erase(std::unique(groups.begin(), groups.end()), groups.end());

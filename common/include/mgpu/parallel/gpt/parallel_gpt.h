@@ -85,8 +85,9 @@ struct StepReport {
   std::int64_t collectives = 0;      ///< collectives on all of its groups together
   GroupCounts by_group;              ///< the same, per group
   dist::Traffic traffic;             ///< what this rank issued on all its groups and the bytes
-                                     ///< it sent, by kind (dist/traffic.h; the hybrid's groups
-                                     ///< and the PP group's sends included)
+                                     ///< it sent, by kind (dist/traffic.h; the hybrid's groups,
+                                     ///< the PP group's sends, the EP and expert-data groups
+                                     ///< included)
   dist::Traffic cp_traffic;          ///< the part of `traffic` on the CP group (and the
                                      ///< hybrid's Ulysses and ring groups): attention's
   std::size_t peak_bytes = 0;        ///< peak bytes allocated above the step's start, whole step
