@@ -39,8 +39,11 @@ int GptPlan::ulysses_size_for(const nn::GPTConfig& config) const {
 
 void GptPlan::check(const nn::GPTConfig& config) const {
   const grid::GridShape& s = shape;
-  MGPU_CHECK(s.dp >= 1 && s.tp >= 1 && s.pp >= 1 && s.cp >= 1, "plan ", s.str(),
+  MGPU_CHECK(s.dp >= 1 && s.tp >= 1 && s.pp >= 1 && s.cp >= 1 && s.ep >= 1, "plan ", s.str(),
              ": every extent must be 1 or more");
+  MGPU_CHECK((s.dp * s.cp) % s.ep == 0, "plan ", s.str(), ": EP ", s.ep, " groups consecutive "
+             "data-parallel ranks; it must divide DP x CP = ", s.dp * s.cp, " (raise --dp to a "
+             "multiple of --ep)");
   MGPU_CHECK(virtual_stages >= 1 && micro_batches >= 1, "plan: ", virtual_stages,
              " virtual stage(s) and ", micro_batches, " micro-batch(es): need at least 1 of each");
   MGPU_CHECK(!regather || sequence_parallel, "plan: the re-gather keeps the sequence-parallel "
@@ -80,6 +83,25 @@ void GptPlan::check(const nn::GPTConfig& config) const {
              "than the ", config.n_layer, " blocks; every stage needs a block");
   MGPU_CHECK(virtual_stages == 1 || schedule == pp::ScheduleKind::interleaved, "plan: ",
              virtual_stages, " chunks per rank need the interleaved schedule (--schedule interleaved)");
+}
+
+void GptPlan::check_experts(std::int64_t moe_layers, std::int64_t experts) const {
+  const grid::GridShape& s = shape;
+  MGPU_CHECK(s.ep == 1 || moe_layers > 0, "plan: EP ", s.ep, " splits the experts, but the "
+             "model has no MoE layer; build it with experts (use_experts, moe_gpt.h) or use EP 1");
+  if (moe_layers == 0) return;
+  MGPU_CHECK(experts % s.ep == 0, "plan: EP ", s.ep, " does not divide the ", experts,
+             " experts of each MoE layer; choose --ep among the divisors of E");
+  const char* what = sequence_parallel ? "sequence parallelism (the MoE runs whole on every TP rank)"
+                     : s.cp > 1 || attention != Attention::local ? "context parallelism"
+                     : s.pp > 1 || virtual_stages > 1 ? "a pipeline"
+                     : micro_batches > 1 ? "micro-batches" : nullptr;
+  MGPU_CHECK(what == nullptr, "plan ", s.str(), ": a model with MoE layers runs on DP, EP and "
+             "TP (for attention) for now; ", what, " with experts is not supported: drop it "
+             "(no SP, CP 1, PP 1, 1 micro-batch)");
+  MGPU_CHECK(grad_sync == GradSync::after_step, "plan: with MoE layers the expert gradients "
+             "are reduced over their own groups after the backward; DDP's buckets are not: "
+             "average the gradients after the backward (GradSync::after_step)");
 }
 
 double kept_bytes_formula(const GptPlan& plan, const nn::GPTConfig& config, std::int64_t B,

@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "mgpu/allocator.h"
+#include "mgpu/copy.h"
 #include "mgpu/error.h"
 #include "mgpu/host_reads.h"
 #include "mgpu/ops.h"
@@ -22,18 +23,22 @@ using Clock = std::chrono::steady_clock;
 GroupCounts counts(const ParallelGpt::Impl& I) {
   std::int64_t cp = I.cp_group().collectives_issued();
   if (I.hybrid.ulysses) cp += I.hybrid.ulysses->collectives_issued() + I.hybrid.ring->collectives_issued();
+  const bool ep = I.grid->shape().ep > 1;
   return {I.tp_group().collectives_issued(), cp,
           I.dp_group().collectives_issued(), I.pp_group().collectives_issued(),
-          I.data_group().collectives_issued()};
+          I.data_group().collectives_issued(),
+          ep ? I.grid->ep_group()->collectives_issued() : 0,
+          ep ? I.grid->expert_data_group().collectives_issued() : 0};
 }
 
 GroupCounts since(const GroupCounts& now, const GroupCounts& before) {
   return {now.tp - before.tp, now.cp - before.cp, now.dp - before.dp, now.pp - before.pp,
-          now.data - before.data};
+          now.data - before.data, now.ep - before.ep, now.expert_data - before.expert_data};
 }
 
 // What this rank issued so far on its groups, each group once (the data group may be the
-// DP group), and the part of it on the CP group and the hybrid's two sub-groups.
+// DP group; the EP and expert-data groups where EP is above 1), and the part of it on the
+// CP group and the hybrid's two sub-groups.
 struct TrafficSoFar {
   dist::Traffic all, cp;
 };
@@ -43,6 +48,8 @@ TrafficSoFar traffic(const ParallelGpt::Impl& I) {
   if (I.hybrid.ulysses) cp.insert(cp.end(), {I.hybrid.ulysses.get(), I.hybrid.ring.get()});
   std::vector<const dist::ProcessGroup*> all = cp;
   all.insert(all.end(), {&I.tp_group(), &I.dp_group(), &I.pp_group(), &I.data_group()});
+  if (I.grid->ep_group())  // the MoE layers' all-to-alls, the experts' gradients
+    all.insert(all.end(), {I.grid->ep_group().get(), &I.grid->expert_data_group()});
   auto sum = [](std::vector<const dist::ProcessGroup*> groups) {
     std::sort(groups.begin(), groups.end());
     groups.erase(std::unique(groups.begin(), groups.end()), groups.end());
@@ -239,6 +246,21 @@ StepReport ParallelGpt::Impl::pipeline_step(const HostIds& ids, const HostIds& t
   scale_(loss, 1.0 / m);
   if (p > 1) pp.broadcast(loss, p - 1).wait();
   dist::ProcessGroup& data = data_group();
+  if (!moes.empty()) {  // one stage, one micro-batch (GptPlan::check_experts)
+    // The loss and the auxiliary losses averaged together; the gradients reduced as lesson
+    // 16 says; the biases updated from the step's load (moe_step.cpp).
+    Tensor both = Tensor::from_vector(std::vector<double>{0.0, moe_aux_loss()}, {2}, device);
+    Tensor ce = both.slice(0, 1);
+    copy_(ce, loss);
+    reduce_moe_grads();
+    if (data.size() > 1) data.all_reduce(both, dist::ReduceOp::avg).wait();
+    update_moe_biases();
+    const std::vector<double> values = both.to_vector<double>();  // the step's one host read
+    report.loss = values[0];
+    report.aux_loss = values[1];
+    finish_step(*this, device, step, report);
+    return report;
+  }
   if (data.size() > 1) {
     std::vector<std::string> names;
     for (const auto& [name, param] : parts->named_parameters()) names.push_back(name);

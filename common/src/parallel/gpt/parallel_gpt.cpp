@@ -9,6 +9,7 @@
 #include "mgpu/error.h"
 #include "mgpu/nn/embedding.h"
 #include "mgpu/ops.h"
+#include "mgpu/parallel/gpt/moe_gpt.h"
 #include "mgpu/parallel/tp/parallel_block.h"
 #include "mgpu/parallel/tp/vocab_parallel_embedding.h"
 #include "parallel_gpt_impl.h"
@@ -31,9 +32,14 @@ std::shared_ptr<nn::Module> make_block(nn::Module& full, const GptPlan& plan,
                                        std::vector<std::shared_ptr<cp::RingAttentionCore>>& cores,
                                        const cp::HybridGroups& hybrid) {
   const grid::GridShape& s = plan.shape;
-  if (s.tp == 1 && plan.attention == Attention::local && !plan.sequence_parallel) return full.clone();
+  if (s.tp == 1 && plan.attention == Attention::local && !plan.sequence_parallel) {
+    std::shared_ptr<nn::Module> block = full.clone();
+    place_experts(*block, g);  // this rank's experts, under EP
+    return block;
+  }
   auto block = std::make_shared<tp::ParallelBlock>(static_cast<nn::Block&>(full),
                                                    g.group(grid::Axis::tp), plan.sequence_parallel);
+  place_experts(*block, g);  // an MoE runs whole on every TP rank: this rank's experts, under EP
   if (plan.regather) block->set_regather_in_backward(true);
   if (plan.attention != Attention::local) {
     const cp::CoreKind kind = plan.attention == Attention::allgather ? cp::CoreKind::allgather
@@ -65,7 +71,12 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
   MGPU_CHECK(s.dp == grid.shape().dp && s.tp == grid.shape().tp && s.pp == grid.shape().pp &&
                  s.cp == grid.shape().cp,
              "ParallelGpt: the plan is for ", s.str(), " but the grid is ", grid.shape().str());
+  MGPU_CHECK(s.ep == grid.shape().ep, "ParallelGpt: the plan is for ", s.str(), " but the grid "
+             "is ", grid.shape().str());
   plan.check(full.config());
+  const std::vector<moe::MoE*> full_moes = parallel::gpt::moe_layers(full);
+  plan.check_experts(static_cast<std::int64_t>(full_moes.size()),
+                     full_moes.empty() ? 0 : full_moes.front()->config().experts);
   I.plan = plan;
   I.grid = &grid;
   I.cfg = full.config();
@@ -122,6 +133,19 @@ ParallelGpt::ParallelGpt(nn::GPT& full, const GptPlan& plan, const grid::Process
       I.parts->add("lm_head", I.head);
     }
   }
+  // With experts: lesson 16's rule for this data rank, and which gradients each reduction
+  // takes (the experts' join the dense ones where EP is 1: the rule's groups are the same).
+  I.moes = parallel::gpt::moe_layers(*I.parts);
+  if (!I.moes.empty()) {
+    const dist::ProcessGroup& data = I.data_group();
+    // The MoE layer exchanges its counts and sums its load as i64 CPU tensors (moe_layer.h).
+    MGPU_CHECK(data.backend_name() != "nccl", "ParallelGpt: the MoE layers exchange their "
+               "token counts and sum their load as CPU tensors, which NCCL does not move; run "
+               "the grid on the mpi backend (--backend mpi)");
+    I.expert_rule = moe::expert_grad_groups(data.size(), s.ep, data.rank());
+    for (const auto& [name, param] : I.parts->named_parameters())
+      (s.ep > 1 && is_expert_parameter(name) ? I.expert_names : I.dense_names).push_back(name);
+  }
   // Lesson 05's DDP over the ranks that hold the same parameters (construction copies rank
   // 0's weights, collectively over them).
   if (plan.grad_sync == GradSync::ddp && I.data_group().size() > 1)
@@ -176,6 +200,8 @@ std::vector<cp::CoreStats> ParallelGpt::attention_stats_by_cp_rank() const {
   }
   return out;
 }
+
+std::vector<moe::MoE*> ParallelGpt::moe_layers() const { return impl_->moes; }
 
 std::vector<std::size_t> ParallelGpt::ddp_bucket_bytes() const {
   std::vector<std::size_t> out;

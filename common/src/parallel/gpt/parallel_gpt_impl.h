@@ -8,10 +8,16 @@
 
 #include "mgpu/parallel/ddp/ddp.h"
 #include "mgpu/parallel/gpt/parallel_gpt.h"
+#include "mgpu/parallel/moe/expert_grads.h"
 
 namespace mgpu::parallel::gpt {
 
 class Parts;
+
+// Under EP (grid's EP above 1): swaps `block`'s one-process MoE "mlp" child, if it has one,
+// for an MoE over the grid's EP group holding this rank's experts, with the same weights
+// and bias (moe_step.cpp). Nothing where EP is 1.
+void place_experts(nn::Module& block, const grid::ProcessGrid& grid);
 
 // What the last virtual stage keeps from a micro-batch's forward for its backward.
 struct HeadSaved {
@@ -53,6 +59,9 @@ struct ParallelGpt::Impl {
   cp::HybridGroups hybrid;  // the hybrid core's Ulysses and ring groups (unset otherwise)
   std::vector<pp::PipeOp> order;
   std::unique_ptr<DistributedDataParallel> ddp;  // GradSync::ddp over a data group of 2+
+  std::vector<moe::MoE*> moes;                // this rank's MoE layers, in block order
+  moe::ExpertGradGroups expert_rule;          // lesson 16's reductions for this data rank
+  std::vector<std::string> dense_names, expert_names;  // the gradients of each reduction
   // Per step.
   std::map<int, HeadSaved> head_saved;  // by micro-batch
   std::map<int, Tensor> local_mail;     // messages to this same rank, by tag
@@ -102,6 +111,13 @@ struct ParallelGpt::Impl {
   const HostIds* step_ids = nullptr;
   // Under SP: the replicated parameters' partial gradients summed over the TP group.
   void reduce_replicated_grads();
+  // With MoE layers, after the backward: the dense gradients over the data group, the
+  // experts' over the expert-data group, each scaled by expert_rule; then the balancing
+  // biases from the load summed over the data group (moe_step.cpp).
+  void reduce_moe_grads();
+  void update_moe_biases();
+  // The MoE layers' auxiliary losses summed, this rank's tokens (0 without experts).
+  double moe_aux_loss() const;
 };
 
 // The parts this rank holds, registered under the full model's names. As a module it is

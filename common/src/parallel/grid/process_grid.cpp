@@ -8,6 +8,7 @@
 #include "mgpu/dist/runtime.h"
 #include "mgpu/error.h"
 #include "mgpu/parallel/grid/grid.h"
+#include "mgpu/parallel/moe/expert_grads.h"
 
 namespace mgpu::parallel::grid {
 
@@ -62,6 +63,7 @@ int GridShape::extent(Axis axis) const {
 std::string GridShape::str() const {
   std::ostringstream s;
   s << "DP " << dp;
+  if (ep != 1) s << " (EP " << ep << ")";
   if (cp != 1) s << " x CP " << cp;
   s << " x TP " << tp << " x PP " << pp;
   return s.str();
@@ -114,6 +116,10 @@ void check_grid(const GridShape& shape, int world) {
              " rank(s), but ", world, " were started: ", axes, " must equal the number of ranks",
              ranks > most ? std::string(" (make the grid smaller)")
                           : " (tools/mpirun -np " + std::to_string(ranks) + ")");
+  MGPU_CHECK(shape.ep >= 1 && (shape.dp * shape.cp) % shape.ep == 0, "the grid ", shape.str(),
+             ": EP ", shape.ep, " groups consecutive data-parallel ranks, so it must divide the ",
+             shape.dp * shape.cp, " rank(s) of a data group (DP x CP): choose --ep among its "
+             "divisors, or raise --dp");
 }
 
 ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, const Device& device,
@@ -142,6 +148,32 @@ ProcessGrid::ProcessGrid(const GridShape& shape, const std::string& backend, con
   if (shape.cp > 1)
     for (const std::vector<int>& members : data_groups(shape))
       if (auto g = dist::new_group(members, backend, device, quiet)) data_group_ = std::move(g);
+  // Expert parallelism within each data group: the EP groups (consecutive data ranks), then
+  // the expert-data groups, the ranks lesson 16's rule sums each expert's gradient over.
+  if (shape.ep > 1) {
+    const std::vector<std::vector<int>> data = data_groups(shape);
+    const int D = shape.dp * shape.cp, ep = shape.ep;
+    auto world_ranks = [](const std::vector<int>& members, const std::vector<int>& data_ranks) {
+      std::vector<int> out;
+      for (int r : data_ranks) out.push_back(members.at(static_cast<std::size_t>(r)));
+      return out;
+    };
+    for (const std::vector<int>& members : data)
+      for (int j = 0; j < D / ep; ++j) {
+        std::vector<int> ep_ranks;
+        for (int e = 0; e < ep; ++e) ep_ranks.push_back(j * ep + e);
+        if (auto g = dist::new_group(world_ranks(members, ep_ranks), backend, device, quiet))
+          ep_group_ = std::move(g);
+      }
+    for (const std::vector<int>& members : data)
+      for (int e = 0; e < ep; ++e) {
+        const parallel::moe::ExpertGradGroups rule = parallel::moe::expert_grad_groups(D, ep, e);
+        if (auto g = dist::new_group(world_ranks(members, rule.expert.ranks), backend, device, quiet))
+          expert_data_group_ = std::move(g);
+      }
+    MGPU_CHECK(ep_group_ && expert_data_group_, "ProcessGrid: rank ", rank_, " is in no EP or "
+               "expert-data group of ", shape.str());
+  }
 }
 
 dist::ProcessGroup& ProcessGrid::group(Axis axis) const { return *groups_[axis_index(axis)]; }
@@ -150,12 +182,17 @@ dist::ProcessGroup& ProcessGrid::data_group() const {
   return data_group_ ? *data_group_ : group(Axis::dp);
 }
 
+dist::ProcessGroup& ProcessGrid::expert_data_group() const {
+  return expert_data_group_ ? *expert_data_group_ : data_group();
+}
+
 const std::vector<int>& ProcessGrid::members(Axis axis) const { return members_[axis_index(axis)]; }
 
 std::int64_t ProcessGrid::collectives_issued() const {
   std::int64_t n = 0;
   for (const auto& g : groups_) n += std::max<std::int64_t>(0, g->collectives_issued());
-  if (data_group_) n += std::max<std::int64_t>(0, data_group_->collectives_issued());
+  for (const auto* g : {&data_group_, &ep_group_, &expert_data_group_})
+    if (*g) n += std::max<std::int64_t>(0, (*g)->collectives_issued());
   return n;
 }
 

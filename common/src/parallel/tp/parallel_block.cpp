@@ -217,7 +217,16 @@ ParallelBlock::ParallelBlock(nn::Block& full, dist::ProcessGroup& group, bool se
   register_module("attn", std::make_shared<ParallelSelfAttention>(
                               static_cast<nn::CausalSelfAttention&>(*kids.at(1).second), group));
   register_module("ln_2", kids.at(2).second->clone());
-  register_module("mlp", std::make_shared<ParallelMLP>(static_cast<nn::MLP&>(*kids.at(3).second), group));
+  if (auto* dense = dynamic_cast<nn::MLP*>(kids.at(3).second.get())) {
+    register_module("mlp", std::make_shared<ParallelMLP>(*dense, group));
+    return;
+  }
+  // Another MLP (an MoE): whole on every rank, on the whole (replicated) input.
+  MGPU_CHECK(!sequence_parallel, "ParallelBlock: its mlp (", kids.at(3).second->describe(),
+             ") runs whole on every TP rank; sequence parallelism would give it a part of "
+             "the tokens: use TP without SP");
+  register_module("mlp", kids.at(3).second->clone());
+  whole_mlp_ = true;
 }
 
 std::string ParallelBlock::describe() const {
@@ -264,15 +273,20 @@ Tensor ParallelBlock::branch_backward(std::size_t i, RowShardLinear& proj, const
 Tensor ParallelBlock::forward(const Tensor& x) {
   MGPU_CHECK(x.ndim() == 3, describe(), ": expected [B, T, C], got ", x.str());
   auto& attn = static_cast<ParallelSelfAttention&>(*child_at(1));
-  auto& mlp = static_cast<ParallelMLP&>(*child_at(3));
   const Tensor h = branch_forward(0, attn.c_proj(), x);
-  return branch_forward(2, mlp.c_proj(), h);
+  if (whole_mlp_) return add(h, child_at(3)->forward(child_at(2)->forward(h)));
+  return branch_forward(2, static_cast<ParallelMLP&>(*child_at(3)).c_proj(), h);
 }
 
 Tensor ParallelBlock::backward(const Tensor& grad_out) {
   auto& attn = static_cast<ParallelSelfAttention&>(*child_at(1));
-  auto& mlp = static_cast<ParallelMLP&>(*child_at(3));
-  const Tensor dh = branch_backward(2, mlp.c_proj(), grad_out);
+  Tensor dh;
+  if (whole_mlp_) {  // the residual's two ways, as nn::Block's; no communication
+    dh = grad_out.clone();
+    add_(dh, child_at(2)->backward(child_at(3)->backward(grad_out)));
+  } else {
+    dh = branch_backward(2, static_cast<ParallelMLP&>(*child_at(3)).c_proj(), grad_out);
+  }
   return branch_backward(0, attn.c_proj(), dh);
 }
 

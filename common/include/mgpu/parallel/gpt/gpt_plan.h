@@ -13,8 +13,13 @@
 ///   PP (lesson 15): the blocks cut into stages (and virtual stages), a schedule, micro-batches
 ///   DP: the replicas' gradients averaged over the ranks that hold the same parameters
 ///      (the CP x DP ranks): by lesson 05's DDP while the backward runs, or once after it
+///   EP (lesson 16): shape.ep consecutive data-parallel ranks split the experts of every
+///      MoE layer (moe_gpt.h); each expert's gradient is summed over the ranks that hold it
+///      and scaled as lesson 16's expert_grad_groups says, the dense ones averaged over the
+///      data group. For now with DP and TP for attention (the MoE whole on every TP rank);
+///      SP, CP and PP with experts are refused
 ///
-/// A new dimension (experts, zero-bubble schedules) is a new field here.
+/// A new dimension (zero-bubble schedules) is a new field here.
 #pragma once
 
 #include <cstdint>
@@ -53,6 +58,7 @@ enum class GradSync {
 /// The plan: the grid's extents and each axis's options.
 struct GptPlan {
   grid::GridShape shape;                 ///< DP, TP, PP, CP extents (their product: the ranks)
+                                         ///< and EP, within the data axis
   bool sequence_parallel = false;        ///< TP: the LayerNorm regions cut along T
   bool regather = false;                 ///< SP: the column inputs gathered again in the backward
   cp::Split split = cp::Split::zigzag;   ///< CP: which positions each rank holds
@@ -75,9 +81,15 @@ struct GptPlan {
   /// core; Ulysses with TP·CP not dividing the heads; a hybrid U that does not divide CP, or
   /// with TP·U not dividing the heads; a Ulysses size without the hybrid; the re-gather without SP;
   /// DDP with a pipeline or micro-batches; a replicated head under a split embedding; more
-  /// virtual stages than blocks). A TP that does not divide the heads is refused by lesson
-  /// 13's head_shard when the blocks are cut.
+  /// virtual stages than blocks; EP not dividing DP · CP). A TP that does not divide the
+  /// heads is refused by lesson 13's head_shard when the blocks are cut.
   void check(const nn::GPTConfig& config) const;
+  /// The same for a model with `moe_layers` MoE layers of `experts` experts each: EP above
+  /// 1 needs MoE layers and an EP that divides E; a model with experts runs on DP, EP and
+  /// TP for attention for now (the MoE then runs whole on every TP rank, its EP groups
+  /// among the ranks of one TP coordinate): SP, CP, PP, micro-batches and DDP are refused,
+  /// each with the fix.
+  void check_experts(std::int64_t moe_layers, std::int64_t experts) const;
 };
 
 /// The blocks [begin, end) of virtual stage `stage` of `stages`: tp::shard_range's even

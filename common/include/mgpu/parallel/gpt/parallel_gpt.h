@@ -21,6 +21,13 @@
 /// data group (the CP x DP ranks): by lesson 05's DDP during the backward (GradSync::ddp,
 /// one stage, one micro-batch) or in one all-reduce after it. Under SP the replicated
 /// parameters' partial gradients are summed over the TP group (lesson 13, task 4).
+///
+/// A model with MoE layers (moe_gpt.h): under EP each rank's blocks hold an MoE over its EP
+/// group with its experts (the full model's weights); the step adds the layers' auxiliary
+/// losses to the loss's gradient (StepReport::aux_loss), reduces the expert gradients as
+/// lesson 16's expert_grad_groups says (summed over the expert-data group, scaled) and the
+/// dense ones over the data group, then updates each layer's balancing bias from the load
+/// summed over the data group.
 #pragma once
 
 #include <cstddef>
@@ -37,6 +44,7 @@
 #include "mgpu/parallel/cp/ring_attention_core.h"
 #include "mgpu/parallel/gpt/gpt_plan.h"
 #include "mgpu/parallel/grid/grid.h"
+#include "mgpu/parallel/moe/moe_layer.h"
 #include "mgpu/parallel/pp/pipe_schedule.h"
 #include "mgpu/parallel/tp/tensor_parallel.h"
 #include "mgpu/tensor.h"
@@ -57,11 +65,18 @@ struct GroupCounts {
   std::int64_t dp = 0;    ///< on the data-parallel group
   std::int64_t pp = 0;    ///< between pipeline stages
   std::int64_t data = 0;  ///< on the data group (the CP x DP ranks; the DP group where CP is 1)
+  std::int64_t ep = 0;    ///< on the EP group: the MoE layers' all-to-alls (3 per layer in
+                          ///< the forward, 2 in the backward); 0 where EP is 1
+  std::int64_t expert_data = 0;  ///< on the expert-data group (the experts' gradients); 0
+                                 ///< where EP is 1 (they join the data group's all-reduce)
 };
 
 /// What one training step measured on this rank.
 struct StepReport {
-  double loss = 0;                   ///< the mean loss over every token of every replica's batch
+  double loss = 0;                   ///< the mean loss over every token of every replica's batch:
+                                     ///< the cross-entropy alone, without aux_loss
+  double aux_loss = 0;               ///< the MoE layers' auxiliary losses, summed over the
+                                     ///< layers, averaged over the data group (0 without)
   double span_s = 0;                 ///< step start to this rank's last op's end
   double busy_s = 0;                 ///< the sum of its ops' times
   std::vector<OpTime> ops;           ///< its ops in the order they ran
@@ -70,8 +85,9 @@ struct StepReport {
   std::int64_t collectives = 0;      ///< collectives on all of its groups together
   GroupCounts by_group;              ///< the same, per group
   dist::Traffic traffic;             ///< what this rank issued on all its groups and the bytes
-                                     ///< it sent, by kind (dist/traffic.h; the hybrid's groups
-                                     ///< and the PP group's sends included)
+                                     ///< it sent, by kind (dist/traffic.h; the hybrid's groups,
+                                     ///< the PP group's sends, the EP and expert-data groups
+                                     ///< included)
   dist::Traffic cp_traffic;          ///< the part of `traffic` on the CP group (and the
                                      ///< hybrid's Ulysses and ring groups): attention's
   std::size_t peak_bytes = 0;        ///< peak bytes allocated above the step's start, whole step
@@ -131,6 +147,9 @@ class ParallelGpt {
   /// attention_stats() of every rank of this rank's CP group, in CP rank order (work and
   /// CPU seconds; peaks this rank's own). Collective over the CP group: every rank calls it.
   std::vector<cp::CoreStats> attention_stats_by_cp_rank() const;
+  /// This rank's MoE layers in block order (empty for a model without experts): their
+  /// stats() are the last step's routing of this rank's tokens.
+  std::vector<moe::MoE*> moe_layers() const;
   /// The DDP buckets' sizes in bytes after the last step (GradSync::ddp); empty otherwise.
   std::vector<std::size_t> ddp_bucket_bytes() const;
 

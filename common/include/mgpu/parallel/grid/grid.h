@@ -44,11 +44,15 @@ struct GridShape {
   int tp = 1;  ///< ranks of a tensor-parallel group
   int pp = 1;  ///< pipeline stages
   int cp = 1;  ///< ranks of a context-parallel group (that share one sequence)
+  int ep = 1;  ///< ranks of an expert-parallel group: consecutive ranks of a data group (EP
+               ///< folds into the data axis, as Megatron-LM's expert parallelism does, so it
+               ///< is no factor of size()); it divides DP · CP
   /// Ranks in the grid: dp · cp · tp · pp.
   int size() const { return dp * cp * tp * pp; }
   /// The extent along `axis`.
   int extent(Axis axis) const;
-  /// "DP 2 x TP 2 x PP 2"; "DP 2 x CP 2 x TP 2 x PP 2" where CP is above 1.
+  /// "DP 2 x TP 2 x PP 2"; "DP 2 x CP 2 x TP 2 x PP 2" where CP is above 1; "DP 4 (EP 2)
+  /// x TP 1 x PP 1" where EP is above 1.
   std::string str() const;
 };
 
@@ -85,13 +89,15 @@ std::vector<int> axis_group(const GridShape& shape, Axis axis, int rank);
 /// the order every rank creates them in.
 std::vector<std::vector<int>> axis_groups(const GridShape& shape, Axis axis);
 
-/// Checks that `shape` covers exactly `world` ranks; one error naming the shape otherwise.
+/// Checks that `shape` covers exactly `world` ranks and that EP divides DP · CP; one error
+/// naming the shape otherwise.
 void check_grid(const GridShape& shape, int world);
 
 /// This rank's groups. Built collectively: every rank of the world constructs it with the
 /// same shape, and every rank creates every group of every axis (TP's, then DP's, then
 /// PP's, then CP's, each ordered by smallest rank), keeping the four it belongs to; where
-/// CP is above 1, then also the data groups (see data_group()).
+/// CP is above 1, then also the data groups (see data_group()); where EP is above 1, then
+/// the EP groups and the expert-data groups of every data group (see ep_group()).
 class ProcessGrid {
  public:
   /// Creates the groups over the world (dist::new_group, backend "mpi" on the CPU unless
@@ -115,13 +121,21 @@ class ProcessGrid {
   /// rank's gradient covers its tokens only). A group of its own where CP is above 1 (even
   /// with the CP group's members), the DP group where CP is 1.
   dist::ProcessGroup& data_group() const;
+  /// This rank's expert-parallel group: EP consecutive ranks of its data group (data-group
+  /// ranks j·EP .. j·EP + EP - 1, in that order), which split the experts among them. Null
+  /// where EP is 1 (each rank then holds every expert).
+  const std::shared_ptr<dist::ProcessGroup>& ep_group() const { return ep_group_; }
+  /// The ranks that hold the same experts as this one: the ranks of its data group with the
+  /// same EP rank, as lesson 16's expert_grad_groups gives them (its `expert` ranks). The
+  /// data group where EP is 1.
+  dist::ProcessGroup& expert_data_group() const;
   /// The pipeline neighbour before this rank (same dp and tp, stage pp - 1), as a rank of
   /// the PP group; -1 on the first stage.
   int prev_stage() const { return coords_.pp > 0 ? coords_.pp - 1 : -1; }
   /// The neighbour after this rank (stage pp + 1) in the PP group; -1 on the last stage.
   int next_stage() const { return coords_.pp + 1 < shape_.pp ? coords_.pp + 1 : -1; }
-  /// Collectives issued so far on this rank's groups together (TP, DP, PP, CP and the
-  /// data group).
+  /// Collectives issued so far on this rank's groups together (TP, DP, PP, CP, the data
+  /// group, and the EP and expert-data groups where EP is above 1).
   std::int64_t collectives_issued() const;
 
  private:
@@ -131,6 +145,8 @@ class ProcessGrid {
   std::shared_ptr<dist::ProcessGroup> groups_[4];
   std::vector<int> members_[4];
   std::shared_ptr<dist::ProcessGroup> data_group_;  // only where CP > 1 (else the DP group)
+  std::shared_ptr<dist::ProcessGroup> ep_group_;           // only where EP > 1
+  std::shared_ptr<dist::ProcessGroup> expert_data_group_;  // only where EP > 1
 };
 
 }  // namespace mgpu::parallel::grid

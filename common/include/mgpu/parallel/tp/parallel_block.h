@@ -157,9 +157,12 @@ class ParallelMLP : public nn::Layer<ParallelMLP, Tensor> {
 /// 2 reduce-scatters of B·T·C values (the gathered side) each way. The attention's core is
 /// attn's (ParallelSelfAttention::set_core): with lesson 14's ring core and a TP group of
 /// one rank, this is a context-parallel block whose only communication is the ring's.
+/// A block whose "mlp" is not an nn::MLP (lesson 16's MoE) keeps a copy of it whole, run on
+/// every rank on the whole input (replicated, without SP): only attention is split then.
 class ParallelBlock : public nn::Layer<ParallelBlock> {
  public:
   /// Cuts `full` for rank group.rank() of group.size(); `group` must outlive the block.
+  /// Throws for SP when full's "mlp" is not an nn::MLP.
   ParallelBlock(nn::Block& full, dist::ProcessGroup& group, bool sequence_parallel = false);
   Tensor forward(const Tensor& x) override;
   Tensor backward(const Tensor& grad_out) override;
@@ -192,6 +195,7 @@ class ParallelBlock : public nn::Layer<ParallelBlock> {
   dist::ProcessGroup* group_;
   bool sp_ = false;
   bool regather_ = false;
+  bool whole_mlp_ = false;  // "mlp" is a copy of the full block's, not a ParallelMLP
 };
 
 // ---- Task 3: sequence parallelism's collectives (sequence_parallel.cpp) -----------------------
