@@ -101,13 +101,16 @@ class MoE(nn.Module):
         N, E = x.shape[0], len(self.experts)
         # The router in f32 whatever x's dtype, f64 for f64.
         rd = torch.float64 if x.dtype == torch.float64 else torch.float32
-        probs = F.linear(x.to(rd), self.router.weight.to(rd)).softmax(dim=-1)
+        logits = F.linear(x.to(rd), self.router.weight.to(rd))
+        probs = logits.softmax(dim=-1)
         # The k largest probs + bias, a tie to the lower index (a stable descending sort);
         # the bias moves the selection only.
         scores = probs.detach().to(torch.float64) + self.bias
         chosen = torch.sort(scores, dim=1, descending=True, stable=True).indices[:, :self.k]
-        picked = probs.gather(1, chosen)
-        weight = picked / picked.sum(dim=1, keepdim=True)
+        # The chosen probs renormalised, p_j / sum_i p_i, written as the softmax of the chosen
+        # logits (the same value: the full softmax's denominator cancels). Autograd through
+        # the division would leave rounding where the gradient is exactly 0 (k = 1: w = 1).
+        weight = logits.gather(1, chosen).softmax(dim=1)
         slot = self.slots(chosen, self.capacity(N))
         # Each expert on its kept rows; y[n] = sum_j weight[n, j] * expert_j(x[n]), a dropped
         # choice adding nothing (its weight not given to the others).
@@ -194,6 +197,11 @@ def compare(path, name, threads):
     exact("load per expert equals the layer's statistics",
           torch.equal(load, t["stats.routed_per_expert"]) and torch.equal(kept, t["stats.tokens_per_expert"]),
           f"(routed {load.tolist()}, kept {kept.tolist()})")
+    if bias:  # a bias that changes no choice would test nothing
+        plain = torch.sort(model.router(x.detach()).softmax(dim=-1).double(), dim=1, descending=True,
+                           stable=True).indices[:, :k]
+        moved = int((plain != chosen).any(dim=1).sum())
+        exact("the bias changes the choice of some tokens", moved > 0, f"({moved} of {N})")
     close("weights", weight, t["routing.weight"])
     close("y", y, t["y"])
     close("dx", x.grad, t["dx"])
