@@ -23,6 +23,7 @@
 #include <vector>
 
 #include "mgpu/app/flags.h"
+#include "mgpu/error.h"
 #include "mgpu/io/safetensors.h"
 #include "mgpu/nn/init.h"
 #include "mgpu/ops.h"
@@ -45,7 +46,18 @@ std::string exact(double v) {
 std::vector<double> parse_bias(const std::string& text) {
   std::vector<double> bias;
   std::stringstream in(text);
-  for (std::string item; std::getline(in, item, ',');) bias.push_back(std::stod(item));
+  for (std::string item; std::getline(in, item, ',');) {
+    std::size_t used = 0;
+    double v = 0;
+    try {
+      v = std::stod(item, &used);
+    } catch (const std::exception&) {
+      used = 0;
+    }
+    MGPU_CHECK(used > 0 && used == item.size(), "--bias: '", item, "' is not a number (give E "
+               "numbers separated by commas: \"0.1,0,-0.1,...\")");
+    bias.push_back(v);
+  }
   return bias;
 }
 

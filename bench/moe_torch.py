@@ -9,9 +9,11 @@ that build/bench/moe_export writes, its results compared with the library's.
   /usr/bin/python3 bench/moe_torch.py --check --export build/bench/moe_export
       the agreement test: the exporter runs five configurations (dropless k = 2, capacity
       1.0 with drops, k = 1, a bias, f32) and every check prints one line: the chosen
-      experts and the slots (dropped choices) equal exactly; the weights, y, dx, every
-      parameter's gradient and the auxiliary loss within 1e-12 (f64) or 1e-5 (f32) of the
-      largest magnitude of the library's tensor. Last line "N passed, M failed".
+      experts, the slots (dropped choices) and the load per expert equal exactly; the
+      weights, y, dx, every parameter's gradient (by kind, the worst expert) and the
+      auxiliary loss within 1e-12 (f64) or 1e-5 (f32) of the largest magnitude of the
+      library's tensor; the configurations with a capacity drop choices, the bias moves
+      some. A table of the largest differences, then "N passed, M failed".
   /usr/bin/python3 bench/moe_torch.py --file moe.safetensors
       the same checks for one file of moe_export.
 
