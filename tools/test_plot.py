@@ -139,6 +139,18 @@ class PlotTest(unittest.TestCase):
         self.assert_error(self.plot("memory", self.path("m2.jsonl"), "-o", self.path("x.png")),
                           "m2.jsonl", "predicted_MiB")
 
+    def test_load(self):
+        for name, skew in (("aux", 0.2), ("none", 0.9)):
+            write_jsonl(self.path(f"{name}.jsonl"),
+                        [{"step": s, "max_over_mean": [1 + skew / (1 + s), 1 + skew],
+                          "dropped": int(100 * skew)} for s in range(20)])
+        out = self.path("load.png")
+        self.assert_png(self.plot("load", self.path("aux.jsonl"), self.path("none.jsonl"),
+                                  "--labels", "aux,none", "-o", out), out)
+        write_jsonl(self.path("l2.jsonl"), [{"step": 0, "dropped": 3}])
+        self.assert_error(self.plot("load", self.path("l2.jsonl"), "-o", self.path("x.png")),
+                          "l2.jsonl", "max_over_mean")
+
     def test_errors_are_one_line(self):
         write_jsonl(self.path("m.jsonl"), [{"epoch": 1, "train_loss": 1.0}])
         self.assert_error(self.plot("curves", self.path("m.jsonl"), "-o", self.path("x.png")),
