@@ -209,6 +209,34 @@ dist::ProcessGroup& exchange_ep_group(int ep) {
   return *groups.emplace(ep, mine).first->second;
 }
 
+// Runs body(c, L, dtype, row_shape, ex) for every case the row-moving tests cover: each kind of
+// counts, 1 to 3 local experts, each row dtype and row shape, with the case in INFO.
+template <typename Body>
+void for_each_row_case(int P, int r, Body body) {
+  for (Counts c : kAllCounts)
+    for (std::int64_t L : {1, 2, 3})
+      for (DType dtype : kRowDTypes)
+        for (const Shape& row_shape : kRowShapes) {
+          INFO(counts_name(c) << ", L = " << L << ", " << dtype_name(dtype) << ", rows "
+                              << shape_str(row_shape));
+          body(c, L, dtype, row_shape, exchange_of(c, P, r, L));
+        }
+}
+
+// got has want's shape, dtype and bits, and came in one all-to-all that brought this rank
+// `moved` rows from each rank (receiving: as to_experts does; else as from_experts does).
+void check_rows_moved(const Tensor& got, const Tensor& want, DType dtype, const Shape& row_shape,
+                      const ExchangeLog& log, Counts c, int P, int r, std::int64_t L,
+                      bool receiving) {
+  REQUIRE(got.defined());
+  CHECK(got.shape() == want.shape());
+  CHECK(got.dtype() == dtype);
+  CHECK(testing::same_bits(got, want));
+  const std::vector<std::int64_t> moved = rows_by_rank(c, P, r, L, receiving);
+  check_one_all_to_all(log, sum_of(moved), row_bytes_of(row_shape, dtype), moved,
+                       rows_by_rank(c, P, r, L, !receiving));
+}
+
 }  // namespace
 
 TEST_CASE("task3: exchange_counts tells each rank how many rows each rank sends to each of "
@@ -257,26 +285,15 @@ TEST_CASE("task3: to_experts puts every row where the contract says (expert-majo
           "for uneven counts with zeros, f32 and f64, rows [S, M] and [S, a, b]",
           "[16_moe][task3][points:3]") {
   const int P = group().size(), r = group().rank();
-  for (Counts c : kAllCounts)
-    for (std::int64_t L : {1, 2, 3})
-      for (DType dtype : kRowDTypes)
-        for (const Shape& row_shape : kRowShapes) {
-          INFO(counts_name(c) << ", L = " << L << ", " << dtype_name(dtype) << ", rows "
-                              << shape_str(row_shape));
-          const ExpertExchange ex = exchange_of(c, P, r, L);
-          const Tensor x = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
-          const Tensor want = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
-          ExchangeLog log(group());
-          const Tensor y = to_experts(x, ex, log);
-          REQUIRE(y.defined());
-          CHECK(y.shape() == want.shape());
-          CHECK(y.dtype() == dtype);
-          CHECK(y.device() == Device::cpu());
-          CHECK(testing::same_bits(y, want));
-          const std::vector<std::int64_t> recv = rows_by_rank(c, P, r, L, true);
-          check_one_all_to_all(log, sum_of(recv), row_bytes_of(row_shape, dtype), recv,
-                               rows_by_rank(c, P, r, L, false));
-        }
+  for_each_row_case(P, r, [&](Counts c, std::int64_t L, DType dtype, const Shape& row_shape,
+                              const ExpertExchange& ex) {
+    const Tensor x = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
+    const Tensor want = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
+    ExchangeLog log(group());
+    const Tensor y = to_experts(x, ex, log);
+    check_rows_moved(y, want, dtype, row_shape, log, c, P, r, L, /*receiving=*/true);
+    CHECK(y.device() == Device::cpu());
+  });
   CHECK(all_ranks(true));
 }
 
@@ -284,31 +301,20 @@ TEST_CASE("task3: from_experts returns every expert's row to its place on the ra
           "from, in one all-to-all, and from_experts(to_experts(x)) == x exactly",
           "[16_moe][task3][points:2]") {
   const int P = group().size(), r = group().rank();
-  for (Counts c : kAllCounts)
-    for (std::int64_t L : {1, 2, 3})
-      for (DType dtype : kRowDTypes)
-        for (const Shape& row_shape : kRowShapes) {
-          INFO(counts_name(c) << ", L = " << L << ", " << dtype_name(dtype) << ", rows "
-                              << shape_str(row_shape));
-          const ExpertExchange ex = exchange_of(c, P, r, L);
-          // From the expert-major rows written out here: the send buffer comes back.
-          const Tensor held = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
-          const Tensor want = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
-          ExchangeLog log(group());
-          const Tensor back = from_experts(held, ex, log);
-          REQUIRE(back.defined());
-          CHECK(back.shape() == want.shape());
-          CHECK(back.dtype() == dtype);
-          CHECK(testing::same_bits(back, want));
-          const std::vector<std::int64_t> sent = rows_by_rank(c, P, r, L, false);
-          check_one_all_to_all(log, sum_of(sent), row_bytes_of(row_shape, dtype), sent,
-                               rows_by_rank(c, P, r, L, true));
-          // The round trip, on values that are not tags.
-          Shape shape = want.shape();
-          const Tensor x = testing::uniform_tensor(shape, 1600 + 7 * r, dtype);
-          const Tensor round = from_experts(to_experts(x, ex, group()), ex, group());
-          CHECK(testing::same_bits(round, x));
-        }
+  for_each_row_case(P, r, [&](Counts c, std::int64_t L, DType dtype, const Shape& row_shape,
+                              const ExpertExchange& ex) {
+    // From the expert-major rows written out here: the send buffer comes back.
+    const Tensor held = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
+    const Tensor want = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
+    ExchangeLog log(group());
+    const Tensor back = from_experts(held, ex, log);
+    check_rows_moved(back, want, dtype, row_shape, log, c, P, r, L, /*receiving=*/false);
+    // The round trip, on values that are not tags.
+    Shape shape = want.shape();
+    const Tensor x = testing::uniform_tensor(shape, 1600 + 7 * r, dtype);
+    const Tensor round = from_experts(to_experts(x, ex, group()), ex, group());
+    CHECK(testing::same_bits(round, x));
+  });
   CHECK(all_ranks(true));
 }
 
