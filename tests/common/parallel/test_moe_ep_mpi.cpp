@@ -135,17 +135,25 @@ class MoeEpCountingGroup : public ForwardingGroup {
   }
 };
 
+// For each EP size (INFO naming it): body(ep, groups, config, full), with the config for that
+// size and capacity_factor, aux_alpha, and a MoE drawn from `seed` for one process.
+template <typename Body>
+void moeep_each_plan(double capacity_factor, double aux_alpha, unsigned seed, Body body) {
+  for (int ep : moeep_sizes()) {
+    INFO("EP " << ep << " x DP " << group().size() / ep);
+    const moe::MoEConfig c = moeep_config(ep, capacity_factor, aux_alpha);
+    body(ep, moeep_groups(ep), c, random_moe(c, seed));
+  }
+}
+
 }  // namespace
 
 TEST_CASE("moe ep: dropless outputs and every gradient equal one process over all tokens",
           "[moe_ep]") {
   const int W = group().size(), r = group().rank();
   double worst = 0;
-  for (int ep : moeep_sizes()) {
-    INFO("EP " << ep << " x DP " << W / ep);
-    const MoeEpGroups& g = moeep_groups(ep);
-    const moe::MoEConfig c = moeep_config(ep, 0, 0);
-    auto full = random_moe(c, 11);
+  moeep_each_plan(0, 0, 11, [&](int ep, const MoeEpGroups& g, const moe::MoEConfig& /*c*/,
+                                const std::shared_ptr<moe::MoE>& full) {
     const std::int64_t NW = W * kMoeEpTokens;
     const Tensor X = random_tensor({NW, kMoeEpDim}, 12), G = random_tensor({NW, kMoeEpDim}, 13);
     // One process, the loss the mean over the world's tokens: (1/W) Σ_rank mean_rank.
@@ -171,7 +179,7 @@ TEST_CASE("moe ep: dropless outputs and every gradient equal one process over al
       CHECK(d < kMoeEpTol);
       worst = std::max(worst, d);
     }
-  }
+  });
   worst = max_over_ranks(worst);
   if (r == 0) WARN("dropless EP against one process: largest relative difference " << worst);
 }
@@ -180,11 +188,8 @@ TEST_CASE("moe ep: with capacity each rank drops what one process drops on its t
           "[moe_ep]") {
   const int W = group().size(), r = group().rank();
   double worst = 0;
-  for (int ep : moeep_sizes()) {
-    INFO("EP " << ep << " x DP " << W / ep);
-    const MoeEpGroups& g = moeep_groups(ep);
-    const moe::MoEConfig c = moeep_config(ep, 0.75, 0.02);
-    auto full = random_moe(c, 21);
+  moeep_each_plan(0.75, 0.02, 21, [&](int ep, const MoeEpGroups& g, const moe::MoEConfig& c,
+                                      const std::shared_ptr<moe::MoE>& full) {
     const Tensor X = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 22);
     const Tensor G = random_tensor({W * kMoeEpTokens, kMoeEpDim}, 23);
     auto split = moeep_split(*full, g.ep);
@@ -241,7 +246,7 @@ TEST_CASE("moe ep: with capacity each rank drops what one process drops on its t
       CHECK(d < kMoeEpTol);
       worst = std::max(worst, d);
     }
-  }
+  });
   worst = max_over_ranks(worst);
   if (r == 0)
     WARN("EP with capacity against one process per rank: largest relative difference " << worst);
