@@ -23,9 +23,9 @@ namespace par = mgpu::parallel;
 
 namespace {
 
+// Sharding at `stage` (sharding_runs.h's defaults otherwise) with products in `compute`.
 par::ShardingOptions options(int stage, DType compute = DType::f32) {
-  par::ShardingOptions o;
-  o.stage = stage;
+  par::ShardingOptions o = stage_options(stage);
   o.compute_dtype = compute;
   return o;
 }
