@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "expect_error.h"
+#include "gpt_test_util.h"
 #include "groups.h"
 #include "mgpu/data/text.h"
 #include "mgpu/host_reads.h"
@@ -26,25 +27,10 @@ namespace {
 
 constexpr std::int64_t kVocab = 11, kB = 4, kT = 8;
 
-nn::GPTConfig tiny_config() {
-  nn::GPTConfig c;
-  c.vocab_size = kVocab;
-  c.block_size = kT;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 8;
-  return c;
-}
+nn::GPTConfig tiny_config() { return small_gpt_config(kVocab, kT); }
 
 // Batch k as a loader makes it: the tensors and the same ids on the host.
-data::TextBatch batch(std::int64_t k) {
-  std::vector<std::int64_t> in(static_cast<std::size_t>(kB * kT)), out(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    in[i] = static_cast<std::int64_t>((i * 7 + static_cast<std::size_t>(k) * 5 + i * i) % kVocab);
-    out[i] = static_cast<std::int64_t>((i * 3 + static_cast<std::size_t>(k) * 2 + 1) % kVocab);
-  }
-  return {Tensor::from_vector(in, {kB, kT}), Tensor::from_vector(out, {kB, kT}), in, out};
-}
+data::TextBatch batch(std::int64_t k) { return small_text_batch(kB, kT, kVocab, k); }
 
 struct Case {
   std::string name;

@@ -8,6 +8,7 @@
 #include <string>
 #include <vector>
 
+#include "gpt_test_util.h"
 #include "groups.h"
 #include "mgpu/data/text.h"
 #include "mgpu/nn/gpt.h"
@@ -23,24 +24,9 @@ namespace gpt_traffic_test {
 
 constexpr std::int64_t kTrafficVocab = 11, kTrafficB = 2, kTrafficT = 16;
 
-nn::GPTConfig traffic_config() {
-  nn::GPTConfig c;
-  c.vocab_size = kTrafficVocab;
-  c.block_size = kTrafficT;
-  c.n_layer = 2;
-  c.n_head = 4;
-  c.n_embd = 8;
-  return c;
-}
+nn::GPTConfig traffic_config() { return small_gpt_config(kTrafficVocab, kTrafficT); }
 
-data::TextBatch traffic_batch() {
-  std::vector<std::int64_t> in(static_cast<std::size_t>(kTrafficB * kTrafficT)), out(in.size());
-  for (std::size_t i = 0; i < in.size(); ++i) {
-    in[i] = static_cast<std::int64_t>((i * 7 + i * i) % kTrafficVocab);
-    out[i] = static_cast<std::int64_t>((i * 3 + 1) % kTrafficVocab);
-  }
-  return {Tensor::from_vector(in, {kTrafficB, kTrafficT}), Tensor::from_vector(out, {kTrafficB, kTrafficT}), in, out};
-}
+data::TextBatch traffic_batch() { return small_text_batch(kTrafficB, kTrafficT, kTrafficVocab); }
 
 }  // namespace gpt_traffic_test
 
