@@ -20,6 +20,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <string>
+#include <vector>
 
 #include "mgpu/perf/planner.h"
 
@@ -126,6 +127,22 @@ const double planner_error = 0.10;  // the plan program's default --error-pct
 
 bool print_table() { return std::getenv("MGPU_PRINT_MEGATRON_TABLE") != nullptr; }
 
+// The planner's layouts for row r at `flops` per GPU, ties within the plan program's 10%
+// marked.
+std::vector<perf::PlanEntry> megatron_plan(const TableRow& r, double flops) {
+  std::vector<perf::PlanEntry> plan = perf::plan_layouts(model_of(r), job_of(r), selene(r.gpus, flops));
+  perf::mark_ties(plan, planner_error);
+  return plan;
+}
+
+// The (last) entry of `plan` with row r's published layout; null when the plan lacks it.
+const perf::PlanEntry* published_entry(const std::vector<perf::PlanEntry>& plan, const TableRow& r) {
+  const perf::PlanEntry* published = nullptr;
+  for (const perf::PlanEntry& e : plan)
+    if (e.layout.dp == r.gpus / (r.t * r.p) && e.layout.tp == r.t && e.layout.pp == r.p) published = &e;
+  return published;
+}
+
 }  // namespace
 
 TEST_CASE("Megatron-LM's Table 1: at the A100's peak the time model is an upper bound",
@@ -139,11 +156,8 @@ TEST_CASE("Megatron-LM's Table 1: at the A100's peak the time model is an upper 
     // The ranking at that rate: compute is priced at about half its real time, so
     // communication weighs twice what it does at the sustained rate below, and the 18.4B
     // model's TP8 (4 all-reduces a block) falls out of the planner's 10%.
-    auto plan = perf::plan_layouts(model_of(r), job_of(r), selene(r.gpus, a100_peak));
-    perf::mark_ties(plan, planner_error);
-    const perf::PlanEntry* published = nullptr;
-    for (const perf::PlanEntry& e : plan)
-      if (e.layout.dp == r.gpus / (r.t * r.p) && e.layout.tp == r.t && e.layout.pp == r.p) published = &e;
+    const std::vector<perf::PlanEntry> plan = megatron_plan(r, a100_peak);
+    const perf::PlanEntry* published = published_entry(plan, r);
     REQUIRE(published != nullptr);
     const bool top_or_tie = published == &plan.front() || published->tie;
     if (print_table())
@@ -184,11 +198,8 @@ TEST_CASE("Megatron-LM's Table 1: the planner's own layout against the published
   const double sustained = calibrated_flops(table1[0]);
   for (const TableRow& r : table1) {
     INFO(r.name);
-    auto plan = perf::plan_layouts(model_of(r), job_of(r), selene(r.gpus, sustained));
-    perf::mark_ties(plan, planner_error);
-    const perf::PlanEntry* published = nullptr;
-    for (const perf::PlanEntry& e : plan)
-      if (e.layout.dp == r.gpus / (r.t * r.p) && e.layout.tp == r.t && e.layout.pp == r.p) published = &e;
+    const std::vector<perf::PlanEntry> plan = megatron_plan(r, sustained);
+    const perf::PlanEntry* published = published_entry(plan, r);
     REQUIRE(published != nullptr);
     REQUIRE(published->fits);
     const bool top = published == &plan.front();

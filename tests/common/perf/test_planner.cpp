@@ -8,10 +8,12 @@
 #include "expect_error.h"
 #include "mgpu/nn/gpt.h"
 #include "mgpu/perf/planner.h"
+#include "perf_test_util.h"
 
 namespace perf = mgpu::perf;
 using mgpu::testing::contains;
 using mgpu::testing::error_of;
+using mgpu::testing::test_hardware;
 
 namespace {
 
@@ -19,10 +21,7 @@ perf::ModelShape tiny() { return perf::ModelShape{65, 128, 4, 4, 128}; }
 
 perf::Cluster one_node(int gpus) {
   perf::Cluster c;
-  c.hardware.name = "test";
-  c.hardware.gpus_per_node = gpus;
-  c.hardware.intra_busbw = 100e9;
-  c.hardware.intra_latency_s = 5e-6;
+  c.hardware = test_hardware(1, gpus, 100e9, 5e-6);
   c.flops = 1e12;
   return c;
 }
@@ -135,13 +134,8 @@ TEST_CASE("time: compute over the stages, the bubble (p-1)/v, TP, PP and DP mess
 
 TEST_CASE("links: a group inside a node, a group across nodes; the plan's order",
           "[perf][planner]") {
-  perf::Hardware hw;
-  hw.nodes = 2;
-  hw.gpus_per_node = 4;
-  hw.intra_busbw = 100e9;
-  hw.intra_latency_s = 3e-6;
-  hw.inter_bw = 10e9;
-  hw.inter_latency_s = 10e-6;
+  // 2 nodes of 4 GPUs: 100 GB/s and 3 us inside a node, 10 GB/s per node and 10 us between.
+  const perf::Hardware hw = test_hardware(2, 4, 100e9, 3e-6, 10e9, 10e-6, "");
   CHECK(perf::group_link(hw, 1, 1).alpha == 0);
   CHECK(perf::group_link(hw, 4, 1).alpha == 3e-6);      // TP 4 on one node
   CHECK(perf::group_link(hw, 2, 4).alpha == 10e-6);     // DP 2, 4 ranks apart: two nodes

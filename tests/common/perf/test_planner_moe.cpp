@@ -9,8 +9,10 @@
 #include "expect_error.h"
 #include "mgpu/perf/model_presets.h"
 #include "mgpu/perf/planner.h"
+#include "perf_test_util.h"
 
 namespace perf = mgpu::perf;
+using mgpu::testing::test_hardware;
 
 namespace {
 
@@ -21,17 +23,7 @@ bool close_to(double a, double b) {
 double relative(double got, double want) { return std::abs(got - want) / want; }
 
 // 2 nodes of 4 GPUs: 100 GB/s and 5 us inside a node, 100 GB/s per node and 10 us between.
-perf::Hardware two_nodes() {
-  perf::Hardware hw;
-  hw.name = "test";
-  hw.nodes = 2;
-  hw.gpus_per_node = 4;
-  hw.intra_busbw = 100e9;
-  hw.intra_latency_s = 5e-6;
-  hw.inter_bw = 100e9;
-  hw.inter_latency_s = 10e-6;
-  return hw;
-}
+perf::Hardware two_nodes() { return test_hardware(2, 4, 100e9, 5e-6, 100e9, 10e-6); }
 
 }  // namespace
 
