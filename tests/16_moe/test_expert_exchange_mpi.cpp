@@ -209,8 +209,18 @@ dist::ProcessGroup& exchange_ep_group(int ep) {
   return *groups.emplace(ep, mine).first->second;
 }
 
-// Runs body(c, L, dtype, row_shape, ex) for every case the row-moving tests cover: each kind of
-// counts, 1 to 3 local experts, each row dtype and row shape, with the case in INFO.
+// One case of the row-moving tests: the counts, L local experts, the rows' dtype and shape,
+// and the exchange of those counts on this rank.
+struct RowCase {
+  Counts c;
+  std::int64_t L;
+  DType dtype;
+  Shape row_shape;
+  ExpertExchange ex;
+};
+
+// Runs body(k) for every case the row-moving tests cover: each kind of counts, 1 to 3 local
+// experts, each row dtype and row shape, with the case in INFO.
 template <typename Body>
 void for_each_row_case(int P, int r, Body body) {
   for (Counts c : kAllCounts)
@@ -219,22 +229,32 @@ void for_each_row_case(int P, int r, Body body) {
         for (const Shape& row_shape : kRowShapes) {
           INFO(counts_name(c) << ", L = " << L << ", " << dtype_name(dtype) << ", rows "
                               << shape_str(row_shape));
-          body(c, L, dtype, row_shape, exchange_of(c, P, r, L));
+          body(RowCase{c, L, dtype, row_shape, exchange_of(c, P, r, L)});
         }
 }
 
-// got has want's shape, dtype and bits, and came in one all-to-all that brought this rank
-// `moved` rows from each rank (receiving: as to_experts does; else as from_experts does).
-void check_rows_moved(const Tensor& got, const Tensor& want, DType dtype, const Shape& row_shape,
-                      const ExchangeLog& log, Counts c, int P, int r, std::int64_t L,
-                      bool receiving) {
-  REQUIRE(got.defined());
-  CHECK(got.shape() == want.shape());
-  CHECK(got.dtype() == dtype);
-  CHECK(testing::same_bits(got, want));
-  const std::vector<std::int64_t> moved = rows_by_rank(c, P, r, L, receiving);
-  check_one_all_to_all(log, sum_of(moved), row_bytes_of(row_shape, dtype), moved,
-                       rows_by_rank(c, P, r, L, !receiving));
+struct MovedRows {
+  Tensor got;   // what the exchange returned
+  Tensor want;  // the tagged rows it should have returned
+};
+
+// Tagged rows of case k moved one way over a logged group: to_experts from the send order
+// (to = true), else from_experts from the expert-major order. Checked: the result has the
+// other order's shape, dtype and bits, and came in one all-to-all of exactly the rows that
+// move.
+MovedRows check_rows_moved(const RowCase& k, int P, int r, bool to) {
+  const Tensor sent = tagged_rows(send_order(k.c, P, r, k.L), k.row_shape, k.dtype);
+  const Tensor held = tagged_rows(expert_major_order(k.c, P, r, k.L), k.row_shape, k.dtype);
+  ExchangeLog log(group());
+  MovedRows m{to ? to_experts(sent, k.ex, log) : from_experts(held, k.ex, log), to ? held : sent};
+  REQUIRE(m.got.defined());
+  CHECK(m.got.shape() == m.want.shape());
+  CHECK(m.got.dtype() == k.dtype);
+  CHECK(testing::same_bits(m.got, m.want));
+  const std::vector<std::int64_t> moved = rows_by_rank(k.c, P, r, k.L, to);
+  check_one_all_to_all(log, sum_of(moved), row_bytes_of(k.row_shape, k.dtype), moved,
+                       rows_by_rank(k.c, P, r, k.L, !to));
+  return m;
 }
 
 }  // namespace
@@ -285,14 +305,8 @@ TEST_CASE("task3: to_experts puts every row where the contract says (expert-majo
           "for uneven counts with zeros, f32 and f64, rows [S, M] and [S, a, b]",
           "[16_moe][task3][points:3]") {
   const int P = group().size(), r = group().rank();
-  for_each_row_case(P, r, [&](Counts c, std::int64_t L, DType dtype, const Shape& row_shape,
-                              const ExpertExchange& ex) {
-    const Tensor x = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
-    const Tensor want = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
-    ExchangeLog log(group());
-    const Tensor y = to_experts(x, ex, log);
-    check_rows_moved(y, want, dtype, row_shape, log, c, P, r, L, /*receiving=*/true);
-    CHECK(y.device() == Device::cpu());
+  for_each_row_case(P, r, [&](const RowCase& k) {
+    CHECK(check_rows_moved(k, P, r, /*to=*/true).got.device() == Device::cpu());
   });
   CHECK(all_ranks(true));
 }
@@ -301,18 +315,13 @@ TEST_CASE("task3: from_experts returns every expert's row to its place on the ra
           "from, in one all-to-all, and from_experts(to_experts(x)) == x exactly",
           "[16_moe][task3][points:2]") {
   const int P = group().size(), r = group().rank();
-  for_each_row_case(P, r, [&](Counts c, std::int64_t L, DType dtype, const Shape& row_shape,
-                              const ExpertExchange& ex) {
+  for_each_row_case(P, r, [&](const RowCase& k) {
     // From the expert-major rows written out here: the send buffer comes back.
-    const Tensor held = tagged_rows(expert_major_order(c, P, r, L), row_shape, dtype);
-    const Tensor want = tagged_rows(send_order(c, P, r, L), row_shape, dtype);
-    ExchangeLog log(group());
-    const Tensor back = from_experts(held, ex, log);
-    check_rows_moved(back, want, dtype, row_shape, log, c, P, r, L, /*receiving=*/false);
+    const MovedRows back = check_rows_moved(k, P, r, /*to=*/false);
     // The round trip, on values that are not tags.
-    Shape shape = want.shape();
-    const Tensor x = testing::uniform_tensor(shape, 1600 + 7 * r, dtype);
-    const Tensor round = from_experts(to_experts(x, ex, group()), ex, group());
+    Shape shape = back.want.shape();
+    const Tensor x = testing::uniform_tensor(shape, 1600 + 7 * r, k.dtype);
+    const Tensor round = from_experts(to_experts(x, k.ex, group()), k.ex, group());
     CHECK(testing::same_bits(round, x));
   });
   CHECK(all_ranks(true));
