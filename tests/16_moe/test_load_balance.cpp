@@ -45,8 +45,21 @@ inline Case random_case(std::int64_t N, std::int64_t E, std::int64_t k, unsigned
   return c;
 }
 
-inline double aux_value(const std::vector<double>& probs, const Routing& r, double alpha) {
-  return switch_aux_loss(Tensor::from_vector(probs, {r.tokens, r.experts}), r, alpha).value;
+/// The loss by its definition, computed here: α · E · Σ_e f_e · P_e, f_e the choices of
+/// expert e over N·k, P_e the mean of probs[:, e]. Independent of the code under test, so
+/// that a gradient check cannot agree with a function that returns nothing.
+inline double definition_value(const std::vector<double>& probs, const Routing& r,
+                               double alpha) {
+  const std::int64_t N = r.tokens, E = r.experts;
+  double value = 0;
+  for (std::int64_t e = 0; e < E; ++e) {
+    std::int64_t count = 0;
+    for (const std::int32_t x : r.expert) count += x == e;
+    double sum = 0;
+    for (std::int64_t n = 0; n < N; ++n) sum += probs[n * E + e];
+    value += static_cast<double>(count) / static_cast<double>(N * r.k) * (sum / N);
+  }
+  return alpha * static_cast<double>(E) * value;
 }
 
 }  // namespace balance_test
@@ -136,6 +149,8 @@ TEST_CASE("task4: switch_aux_loss's gradient equals central differences of its v
   const double alpha = 0.01, h = 1e-4;
   const balance_test::Case c = balance_test::random_case(N, E, k, 77);
   const AuxLoss aux = switch_aux_loss(Tensor::from_vector(c.probs, {N, E}), c.routing, alpha);
+  CHECK(aux.value == Approx(balance_test::definition_value(c.probs, c.routing, alpha))
+                         .epsilon(1e-13));
   REQUIRE(aux.grad_probs.dtype() == DType::f64);
   REQUIRE(aux.grad_probs.shape() == Shape{N, E});
   const std::vector<double> grad = aux.grad_probs.to_vector<double>();
@@ -143,8 +158,8 @@ TEST_CASE("task4: switch_aux_loss's gradient equals central differences of its v
     std::vector<double> plus = c.probs, minus = c.probs;
     plus[i] += h;
     minus[i] -= h;
-    const double numeric = (balance_test::aux_value(plus, c.routing, alpha) -
-                            balance_test::aux_value(minus, c.routing, alpha)) /
+    const double numeric = (balance_test::definition_value(plus, c.routing, alpha) -
+                            balance_test::definition_value(minus, c.routing, alpha)) /
                            (2 * h);
     INFO("probs[" << i / E << ", " << i % E << "]");
     CHECK(grad[i] == Approx(numeric).epsilon(1e-7).margin(1e-12));
@@ -194,6 +209,11 @@ TEST_CASE("task4: switch_aux_loss of f32 probs on the GPU: its gradient there, i
   const Tensor cpu = Tensor::from_vector(c.probs, {N, E}).to(DType::f32);
   const AuxLoss want = switch_aux_loss(cpu, c.routing, 0.01);
   const AuxLoss got = switch_aux_loss(cpu.to(Device::cuda(0)), c.routing, 0.01);
+  // The CPU's result is the definition's (a function that computes nothing agrees with itself
+  // on both devices).
+  CHECK(want.value ==
+        Approx(balance_test::definition_value(cpu.to_vector<double>(), c.routing, 0.01))
+            .epsilon(1e-12));
   CHECK(got.grad_probs.device() == Device::cuda(0));
   CHECK(got.grad_probs.dtype() == DType::f32);
   CHECK(got.value == want.value);
