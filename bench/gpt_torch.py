@@ -38,20 +38,11 @@ import sys
 import tempfile
 import time
 
-SYSTEM_PYTHON = "/usr/bin/python3"
+from torch_twin import import_torch, read_safetensors  # noqa: E402
 
-try:
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-except ImportError:
-    if (os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
-            and not os.environ.get("GPT_TORCH_REEXEC")):
-        os.environ["GPT_TORCH_REEXEC"] = "1"
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
-    print("SKIPPED: PyTorch is not importable here (Debian: apt-get install python3-torch, "
-          "then run this with /usr/bin/python3); nothing to compare")
-    sys.exit(77)
+torch = import_torch("GPT_TORCH_REEXEC")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 # ---- the model ----------------------------------------------------------------------------
@@ -127,25 +118,6 @@ def gpt_tiny(vocab_size):
 
 # ---- the exported run ----------------------------------------------------------------------
 
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32,
-          "BF16": torch.bfloat16, "F16": torch.float16}
-
-
-def read_safetensors(path):
-    """(tensors by name, metadata) of a safetensors file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    metadata = header.pop("__metadata__", {})
-    base = 8 + size
-    tensors = {}
-    for name, e in header.items():
-        begin, end = e["data_offsets"]
-        raw = bytearray(data[base + begin:base + end])
-        t = torch.frombuffer(raw, dtype=DTYPES[e["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[e["dtype"]])
-        tensors[name] = t.reshape(e["shape"]).clone()
-    return tensors, metadata
 
 
 def replay(export_path, threads):

@@ -27,7 +27,6 @@ python3-torch package. Started by another python3 without torch, it runs itself 
 test skipped with the reason). The safetensors file is read here directly.
 """
 import argparse
-import json
 import math
 import os
 import re
@@ -35,20 +34,11 @@ import subprocess
 import sys
 import tempfile
 
-SYSTEM_PYTHON = "/usr/bin/python3"
+from torch_twin import import_torch, read_safetensors  # noqa: E402
 
-try:
-    import torch
-    import torch.nn as nn
-    import torch.nn.functional as F
-except ImportError:
-    if (os.path.exists(SYSTEM_PYTHON) and os.path.realpath(sys.executable) != os.path.realpath(SYSTEM_PYTHON)
-            and not os.environ.get("MOE_TORCH_REEXEC")):
-        os.environ["MOE_TORCH_REEXEC"] = "1"
-        os.execv(SYSTEM_PYTHON, [SYSTEM_PYTHON] + sys.argv)
-    print("SKIPPED: PyTorch is not importable here (Debian: apt-get install python3-torch, "
-          "then run this with /usr/bin/python3); nothing to compare")
-    sys.exit(77)
+torch = import_torch("MOE_TORCH_REEXEC")
+import torch.nn as nn  # noqa: E402
+import torch.nn.functional as F  # noqa: E402
 
 
 # ---- the layer --------------------------------------------------------------------------------
@@ -132,24 +122,6 @@ class MoE(nn.Module):
 
 # ---- the exported step ----------------------------------------------------------------------
 
-DTYPES = {"F32": torch.float32, "F64": torch.float64, "I64": torch.int64, "I32": torch.int32}
-
-
-def read_safetensors(path):
-    """(tensors by name, metadata) of a safetensors file."""
-    with open(path, "rb") as f:
-        data = f.read()
-    size = int.from_bytes(data[:8], "little")
-    header = json.loads(data[8:8 + size])
-    metadata = header.pop("__metadata__", {})
-    base = 8 + size
-    tensors = {}
-    for name, e in header.items():
-        begin, end = e["data_offsets"]
-        raw = bytearray(data[base + begin:base + end])
-        t = torch.frombuffer(raw, dtype=DTYPES[e["dtype"]]) if raw else torch.empty(0, dtype=DTYPES[e["dtype"]])
-        tensors[name] = t.reshape(e["shape"]).clone()
-    return tensors, metadata
 
 
 def relative(ours, theirs):
